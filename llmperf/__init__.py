@@ -1,0 +1,11 @@
+"""llmperf: the package behind "The autoregressive loop", a course on LLM inference performance."""
+
+from .config import PRESETS, ModelConfig, get_config
+from .device import describe, environment, pick_device, synchronize
+from .generate import decode_step, generate, prefill, stream
+from .kv_cache import CacheOverflowError, KVCache
+from .model import Transformer
+from .timing import bench
+from .weights import InsufficientMemoryError, build_model, load_smollm2
+
+__version__ = "0.1.0"

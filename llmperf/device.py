@@ -1,0 +1,125 @@
+"""Which device to run on, how to wait for it, and what it is.
+
+Every notebook starts with `print(describe())`, so a reader comparing numbers
+knows what machine produced them. The choice is cuda > mps > cpu unless the
+environment variable LLMPERF_DEVICE names one.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+
+import torch
+
+# Which floating-point dtypes each device type can run the model in.
+SUPPORTED_DTYPES = {
+    "cpu": (torch.float32, torch.bfloat16, torch.float16),
+    "cuda": (torch.float32, torch.bfloat16, torch.float16),
+    "mps": (torch.float32, torch.bfloat16, torch.float16),
+}
+
+
+def pick_device(device: "str | torch.device | None" = None) -> torch.device:
+    """The device to use: `device` if given, else $LLMPERF_DEVICE, else cuda > mps > cpu."""
+    if device is None:
+        device = os.environ.get("LLMPERF_DEVICE")
+    if device is None:
+        if torch.cuda.is_available():
+            device = "cuda"
+        elif torch.backends.mps.is_available():
+            device = "mps"
+        else:
+            device = "cpu"
+    device = torch.device(device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("CUDA was requested but this PyTorch build sees no CUDA device. "
+                           "Use device='cpu', or install a CUDA build of torch on a machine with a GPU.")
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise RuntimeError("MPS was requested but is not available (it needs Apple silicon and macOS 12.3+). "
+                           "Use device='cpu'.")
+    return device
+
+
+def check_dtype(device: torch.device, dtype: torch.dtype) -> None:
+    """Raise a clear error if the model cannot run in `dtype` on `device`."""
+    supported = SUPPORTED_DTYPES.get(device.type)
+    if supported is None:
+        raise ValueError(f"Device type {device.type!r} is not supported; use cpu, cuda or mps.")
+    if dtype not in supported:
+        names = ", ".join(str(d).removeprefix("torch.") for d in supported)
+        raise TypeError(f"dtype {dtype} is not supported on {device.type}. Choose one of: {names}.")
+    if device.type == "cuda" and dtype == torch.bfloat16 and not torch.cuda.is_bf16_supported():
+        raise TypeError(f"{torch.cuda.get_device_name(device)} has no bfloat16 support; use float16 or float32.")
+
+
+def synchronize(device: "torch.device | str") -> None:
+    """Wait until every kernel queued on `device` has finished (a no-op on the CPU).
+
+    GPU work is asynchronous: without this, a timer measures how long it took to
+    *queue* the work, not to do it.
+    """
+    device = torch.device(device)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    elif device.type == "mps":
+        torch.mps.synchronize()
+
+
+def device_name(device: torch.device) -> str:
+    """A human-readable name: the GPU model, or the CPU's."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    if device.type == "mps":
+        return f"Apple GPU ({platform.machine()})"
+    return _cpu_name()
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def free_memory_bytes(device: torch.device) -> int:
+    """Bytes that can still be allocated on `device` (system memory for cpu and mps)."""
+    if device.type == "cuda":
+        free, _total = torch.cuda.mem_get_info(device)
+        return int(free)
+    if device.type == "mps":
+        return int(torch.mps.recommended_max_memory() - torch.mps.driver_allocated_memory())
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def environment(device: "torch.device | str | None" = None, dtype: torch.dtype = torch.float32) -> dict:
+    """The facts a reader needs to interpret a measurement, as a dict."""
+    device = pick_device(device)
+    return {
+        "device": str(device),
+        "device_name": device_name(device),
+        "dtype": str(dtype).removeprefix("torch."),
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "cpu_count": os.cpu_count(),
+        "python": platform.python_version(),
+    }
+
+
+def describe(device: "torch.device | str | None" = None, dtype: torch.dtype = torch.float32) -> str:
+    """The environment as a few aligned lines, for the first cell of a notebook."""
+    env = environment(device, dtype)
+    labels = {"device": "device", "device_name": "name", "dtype": "dtype", "torch": "torch",
+              "threads": "torch threads", "cpu_count": "CPU cores", "python": "python"}
+    return "\n".join(f"{labels[k]:>13}: {v}" for k, v in env.items())

@@ -1,0 +1,153 @@
+"""The autoregressive loop: prefill once, then one decode step per new token.
+
+    prompt (B, S) --prefill--> logits of position S-1 --sample--> token S
+    token t       --decode_step at position t--> logits --sample--> token t+1   (repeat)
+
+Each decode step needs the token sampled by the step before it, so the steps
+form a chain that cannot run in parallel: that is chapter 1's whole subject.
+
+`generate(..., cache=False)` is the naive loop: no KV cache, every step re-runs
+the model over the whole sequence so far. It produces the same tokens as the
+cached loop at a cost that grows with the sequence (chapter 4).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+
+import torch
+
+from .device import synchronize
+from .kv_cache import KVCache
+from .model import Transformer
+
+
+def prefill(model: Transformer, tokens: torch.Tensor, cache: KVCache) -> torch.Tensor:
+    """Run the prompt tokens (B, S) at positions 0..S-1, filling `cache`; return the last logits (B, vocab)."""
+    input_pos = torch.arange(tokens.shape[1], device=tokens.device)
+    return model(tokens, input_pos, cache)[:, -1]
+
+
+def decode_step(model: Transformer, token: torch.Tensor, pos: int, cache: KVCache) -> torch.Tensor:
+    """Run one new token per sequence (B, 1) at position `pos`; return its logits (B, vocab)."""
+    input_pos = torch.tensor([pos], device=token.device)
+    return model(token, input_pos, cache)[:, -1]
+
+
+def sample(logits: torch.Tensor, temperature: float = 0.0, top_k: int | None = None,
+           generator: torch.Generator | None = None) -> torch.Tensor:
+    """Next token per sequence, (B, 1), from logits (B, vocab). temperature 0 means greedy (argmax)."""
+    if temperature == 0.0:
+        return logits.argmax(dim=-1, keepdim=True)
+    logits = logits.float() / temperature
+    if top_k is not None:
+        kth = torch.topk(logits, min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]  # (B, 1)
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    probs = torch.softmax(logits, dim=-1)
+    return torch.multinomial(probs, 1, generator=generator)
+
+
+def as_batch(prompt_ids, device: torch.device) -> torch.Tensor:
+    """Prompt ids as a (B, S) long tensor on `device`; a list or a 1-D tensor becomes batch 1."""
+    tokens = torch.as_tensor(prompt_ids, dtype=torch.long, device=device)
+    if tokens.dim() == 1:
+        tokens = tokens[None]  # (1, S)
+    if tokens.dim() != 2:
+        raise ValueError(f"prompt_ids must be a list of ids, or a (batch, seq_len) tensor; got shape "
+                         f"{tuple(tokens.shape)}.")
+    if tokens.shape[0] < 1:
+        raise ValueError("Batch size must be at least 1, but the prompt tensor holds 0 sequences.")
+    if tokens.shape[1] < 1:
+        raise ValueError("The prompt is empty: the model needs at least one token to condition on. "
+                         "Encode some text first, e.g. tokenizer.encode('Hello').")
+    return tokens
+
+
+def _check_request(model: Transformer, tokens: torch.Tensor, max_new_tokens: int, temperature: float,
+                   top_k: int | None) -> None:
+    if max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be at least 1, got {max_new_tokens}.")
+    if temperature < 0:
+        raise ValueError(f"temperature must be >= 0 (0 is greedy), got {temperature}.")
+    if top_k is not None and top_k < 1:
+        raise ValueError(f"top_k must be None or at least 1, got {top_k}.")
+    total, limit = tokens.shape[1] + max_new_tokens, model.cfg.max_seq_len
+    if total > limit:
+        raise ValueError(
+            f"prompt ({tokens.shape[1]} tokens) + max_new_tokens ({max_new_tokens}) = {total} tokens, "
+            f"more than {model.cfg.name}'s max_seq_len of {limit}. Shorten the prompt or ask for fewer tokens.")
+    if int(tokens.max()) >= model.cfg.vocab_size or int(tokens.min()) < 0:
+        raise ValueError(f"Token ids must lie in [0, {model.cfg.vocab_size}); got ids from "
+                         f"{int(tokens.min())} to {int(tokens.max())}.")
+
+
+@torch.inference_mode()
+def _token_steps(model: Transformer, tokens: torch.Tensor, max_new_tokens: int, cache: bool,
+                 temperature: float, top_k: int | None, seed: int | None) -> Iterator[torch.Tensor]:
+    """Yield each new token (B, 1) as soon as it is sampled (not synchronised)."""
+    generator = None
+    if seed is not None:
+        generator = torch.Generator(device=tokens.device).manual_seed(seed)
+    B, S = tokens.shape
+    if cache:
+        kv = KVCache(model.cfg, B, S + max_new_tokens, dtype=model.dtype, device=tokens.device)
+        token = sample(prefill(model, tokens, kv), temperature, top_k, generator)
+        yield token
+        for pos in range(S, S + max_new_tokens - 1):
+            token = sample(decode_step(model, token, pos, kv), temperature, top_k, generator)
+            yield token
+    else:
+        seq = tokens
+        for _ in range(max_new_tokens):
+            logits = model(seq)[:, -1]  # the whole sequence again, every step
+            token = sample(logits, temperature, top_k, generator)
+            seq = torch.cat([seq, token], dim=1)
+            yield token
+
+
+def generate(model: Transformer, prompt_ids, max_new_tokens: int, cache: bool = True,
+             temperature: float = 0.0, top_k: int | None = None, seed: int | None = None,
+             stop_ids: Sequence[int] = ()) -> torch.Tensor:
+    """Generate up to `max_new_tokens` tokens after `prompt_ids`; return only the new ones.
+
+    prompt_ids: a list of ids or a 1-D tensor (one sequence), or a (B, S) tensor.
+    Returns (n,) for one sequence, (B, n) for a batch. Generation stops early once
+    every sequence has produced a token in `stop_ids` (that token is included).
+    cache=False runs the naive loop, which recomputes the whole sequence every step.
+    """
+    tokens = as_batch(prompt_ids, model.device)
+    _check_request(model, tokens, max_new_tokens, temperature, top_k)
+    stop = torch.tensor(list(stop_ids), dtype=torch.long, device=tokens.device)
+    done = torch.zeros(tokens.shape[0], dtype=torch.bool, device=tokens.device)
+    out = []
+    for token in _token_steps(model, tokens, max_new_tokens, cache, temperature, top_k, seed):
+        out.append(token)
+        if len(stop_ids):
+            done |= torch.isin(token[:, 0], stop)
+            if bool(done.all()):
+                break
+    new = torch.cat(out, dim=1)  # (B, n)
+    return new[0] if torch.as_tensor(prompt_ids).dim() == 1 else new
+
+
+def stream(model: Transformer, prompt_ids, max_new_tokens: int, temperature: float = 0.0,
+           top_k: int | None = None, seed: int | None = None,
+           stop_ids: Sequence[int] = ()) -> Iterator[tuple[int, float]]:
+    """Yield (token_id, time) for each new token of one sequence, as it becomes available.
+
+    `time` is time.perf_counter() right after the device finished computing that
+    token, so differences between successive times are the inter-token latencies
+    and the first time minus a perf_counter() taken before the call is the TTFT.
+    """
+    tokens = as_batch(prompt_ids, model.device)
+    if tokens.shape[0] != 1:
+        raise ValueError(f"stream() serves one sequence; got a batch of {tokens.shape[0]}. "
+                         "Use generate() for batches.")
+    _check_request(model, tokens, max_new_tokens, temperature, top_k)
+    for token in _token_steps(model, tokens, max_new_tokens, True, temperature, top_k, seed):
+        synchronize(tokens.device)
+        token_id = int(token)
+        yield token_id, time.perf_counter()
+        if token_id in stop_ids:
+            return

