@@ -1,0 +1,163 @@
+"""The cost model: FLOPs of a forward pass, op by op, by arithmetic alone.
+
+Pure Python (no torch): every number here follows from a `ModelConfig`, a batch
+size and a sequence length, so the book can predict a measurement before making
+it.
+
+What is counted
+---------------
+One multiply-add is 2 FLOPs. A matrix product (M, K) @ (K, N) is 2·M·K·N FLOPs.
+We count matrix products only, the way `torch.utils.flop_counter` does:
+
+- the seven projections of each layer: wq, wk, wv, wo (attention) and
+  w1 (gate), w3 (up), w2 (down) (the SwiGLU MLP);
+- the LM head, d_model -> vocab, once per position whose logits are computed
+  (a tied head is the embedding matrix used a second time, and does FLOPs);
+- attention's two matrix products: scores = q @ k^T and the weighted sum
+  probs @ v, each 2·q_dim FLOPs per (query, key) pair per layer.
+
+What is not counted: the embedding (a table lookup: no arithmetic), RMSNorm,
+RoPE, softmax, SiLU, the residual adds and sampling. Together they are a few
+FLOPs per element of the activations, well under 1 % of a pass.
+
+Two ways to count the attention term of a prefill of S tokens:
+- "full": every query scores every one of the S keys, 4·S²·q_dim per layer.
+  This is the usual back-of-envelope form (with q_dim = d_model) and what a
+  kernel that computes the whole score matrix and then masks it executes.
+- "causal": query i scores keys 0..i only, 4·q_dim·S(S+1)/2 per layer: the
+  work a causal kernel (FlashAttention) actually needs, about half of "full".
+
+And two ways to count the matmuls:
+- `estimate_2n`: 2·N_params FLOPs per token, the standard estimate: each
+  parameter does one multiply and one add. It includes the embedding table,
+  which does no FLOPs, so it overestimates an untied model (Llama-3-8B by 6.5 %).
+- `matmul_flops`: the exact count of the projections and the LM head.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .config import ModelConfig, get_config
+
+ATTENTION_FORMS = ("causal", "full")
+
+
+def linear_shapes(cfg: ModelConfig) -> dict[str, tuple[int, int, int]]:
+    """Every weight matrix used as a matmul: name -> (in_features, out_features, how many in the model)."""
+    L = cfg.n_layers
+    return {
+        "wq": (cfg.d_model, cfg.q_dim, L),
+        "wk": (cfg.d_model, cfg.kv_dim, L),
+        "wv": (cfg.d_model, cfg.kv_dim, L),
+        "wo": (cfg.q_dim, cfg.d_model, L),
+        "w1": (cfg.d_model, cfg.d_ff, L),
+        "w3": (cfg.d_model, cfg.d_ff, L),
+        "w2": (cfg.d_ff, cfg.d_model, L),
+        "lm_head": (cfg.d_model, cfg.vocab_size, 1),
+    }
+
+
+@dataclass(frozen=True)
+class Flops:
+    """FLOPs of one pass, by op. `matmul` is the projections + LM head, `attention` the two score products."""
+
+    by_op: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def attention(self) -> int:
+        return self.by_op.get("attn_scores", 0) + self.by_op.get("attn_values", 0)
+
+    @property
+    def matmul(self) -> int:
+        return self.total - self.attention
+
+    @property
+    def total(self) -> int:
+        return sum(self.by_op.values())
+
+
+def matmul_flops(cfg: ModelConfig, tokens: int, logits_for: int | None = None) -> dict[str, int]:
+    """Exact FLOPs of the projections and LM head for `tokens` positions, by weight name.
+
+    `logits_for` is how many positions go through the LM head (default: all of
+    them, as in a plain forward pass; a generation loop only needs the last one).
+    """
+    out = {}
+    for name, (n_in, n_out, count) in linear_shapes(cfg).items():
+        rows = tokens if name != "lm_head" or logits_for is None else logits_for
+        out[name] = 2 * rows * n_in * n_out * count
+    return out
+
+
+def attention_flops(cfg: ModelConfig, n_queries: int, n_keys: int, batch: int = 1,
+                    causal: bool = False) -> dict[str, int]:
+    """FLOPs of q @ k^T and probs @ v across all layers.
+
+    Not causal: every one of the n_queries scores all n_keys keys.
+    Causal: the queries are the last n_queries of n_keys positions, and query i
+    scores only the keys up to its own position.
+    """
+    if causal:
+        first = n_keys - n_queries + 1  # keys seen by the first query
+        pairs = (first + n_keys) * n_queries // 2  # sum of first..n_keys
+    else:
+        pairs = n_queries * n_keys
+    per_product = 2 * batch * pairs * cfg.q_dim * cfg.n_layers
+    return {"attn_scores": per_product, "attn_values": per_product}
+
+
+def prefill_flops(cfg: "ModelConfig | str", seq_len: int, batch: int = 1, attention: str = "causal",
+                  logits_for: int | None = None) -> Flops:
+    """FLOPs of a forward pass over a prompt of `seq_len` tokens for `batch` sequences.
+
+    `attention` is "causal" (the work causal attention needs) or "full" (the S×S
+    score matrix, what the seed text and an explicit masked attention compute).
+    By default logits are computed at every position, as a plain `model(tokens)` does.
+    """
+    cfg = get_config(cfg)
+    _check(seq_len=seq_len, batch=batch)
+    if attention not in ATTENTION_FORMS:
+        raise ValueError(f"attention must be one of {ATTENTION_FORMS}, got {attention!r}.")
+    by_op = {k: batch * v for k, v in matmul_flops(cfg, seq_len, logits_for).items()}
+    by_op.update(attention_flops(cfg, seq_len, seq_len, batch, causal=attention == "causal"))
+    return Flops(by_op)
+
+
+def decode_flops(cfg: "ModelConfig | str", context: int, batch: int = 1) -> Flops:
+    """FLOPs of one decode step: one new token per sequence attending to `context` cached positions.
+
+    `context` counts the new token itself (the query scores `context` keys).
+    """
+    cfg = get_config(cfg)
+    _check(context=context, batch=batch)
+    by_op = {k: batch * v for k, v in matmul_flops(cfg, 1).items()}
+    by_op.update(attention_flops(cfg, 1, context, batch))
+    return Flops(by_op)
+
+
+def estimate_2n(cfg: "ModelConfig | str", tokens: int = 1) -> int:
+    """The standard estimate 2·N_params·tokens (embedding included, attention excluded)."""
+    return 2 * get_config(cfg).num_params() * tokens
+
+
+def seed_attention_flops(cfg: "ModelConfig | str", seq_len: int) -> int:
+    """The seed text's attention term for a prefill: 4·S²·d_model per layer, all layers."""
+    cfg = get_config(cfg)
+    return 4 * seq_len**2 * cfg.d_model * cfg.n_layers
+
+
+def prefill_attention_crossover(cfg: "ModelConfig | str") -> float:
+    """Prompt length S at which the attention term 4·S²·d·L equals the matmul term 2·N·S.
+
+    Solving 4·S²·d·L = 2·N·S gives S = N / (2·d·L): about 30,600 tokens for Llama-3-8B.
+    Uses the seed's forms (2·N estimate, full attention), as the seed's figure does.
+    """
+    cfg = get_config(cfg)
+    return cfg.num_params() / (2 * cfg.d_model * cfg.n_layers)
+
+
+def _check(**values: int) -> None:
+    for name, value in values.items():
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}.")

@@ -1,0 +1,122 @@
+"""What a device can do: the accelerator table, rooflines, and a probe of this machine.
+
+A device has two limits: how fast it multiplies (peak FLOP/s) and how fast it
+moves bytes between memory and the compute units (bandwidth, bytes/s). Work
+with arithmetic intensity I (FLOPs per byte moved) takes at least
+
+    max(FLOPs / peak, bytes / bandwidth)
+
+seconds: the roofline. Below the ridge point peak / bandwidth a kernel waits on
+memory, above it on arithmetic.
+
+`ACCELERATORS` holds vendors' datasheet figures (dense bf16/fp16 tensor-core
+peaks, no sparsity), see shared/reference/facts.md. `probe()` measures the
+device you are on and returns the same type, so your laptop can sit on the same
+roofline figure as an H100.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from .device import device_name, pick_device
+from .timing import bench
+
+TB, GB = 1e12, 1e9
+
+
+@dataclass(frozen=True)
+class Accelerator:
+    """One device's roofline: peak matmul FLOP/s, memory bandwidth (bytes/s), memory size (bytes)."""
+
+    name: str
+    flops: float
+    bandwidth: float
+    memory: float
+    source: str
+    measured: dict = field(default_factory=dict, compare=False)  # probe(): every measurement, by name
+
+    @property
+    def ridge(self) -> float:
+        """FLOPs per byte at which the compute roof meets the bandwidth roof."""
+        return ridge_point(self)
+
+
+_DATASHEET = "vendor datasheet (dense bf16/fp16 tensor peak, no sparsity)"
+ACCELERATORS: dict[str, Accelerator] = {
+    a.name: a
+    for a in [
+        Accelerator("H100 SXM", 989 * TB, 3.35 * TB, 80 * GB, _DATASHEET),
+        Accelerator("H100 PCIe", 756 * TB, 2.0 * TB, 80 * GB, _DATASHEET),
+        Accelerator("H200 SXM", 989 * TB, 4.8 * TB, 141 * GB, _DATASHEET),
+        Accelerator("A100 SXM 80GB", 312 * TB, 2.039 * TB, 80 * GB, _DATASHEET),
+        Accelerator("A100 40GB", 312 * TB, 1.555 * TB, 40 * GB, _DATASHEET),
+        Accelerator("L4", 121 * TB, 0.300 * TB, 24 * GB, _DATASHEET),
+        Accelerator("L40S", 362 * TB, 0.864 * TB, 48 * GB, _DATASHEET),
+        Accelerator("RTX 4090", 165 * TB, 1.008 * TB, 24 * GB, _DATASHEET + "; fp32 accumulate"),
+        Accelerator("MI300X", 1307 * TB, 5.3 * TB, 192 * GB, "AMD CDNA3 datasheet (dense bf16)"),
+        Accelerator("B200", 2250 * TB, 8.0 * TB, 180 * GB, _DATASHEET),
+    ]
+}
+
+
+def ridge_point(hw: Accelerator) -> float:
+    """FLOPs per byte where compute-bound and bandwidth-bound meet: peak FLOP/s / bandwidth."""
+    return hw.flops / hw.bandwidth
+
+
+def roofline_time(flops: float, nbytes: float, hw: Accelerator) -> float:
+    """Least seconds to do `flops` FLOPs while moving `nbytes` bytes on `hw`."""
+    return max(flops / hw.flops, nbytes / hw.bandwidth)
+
+
+def _probe_sizes(device: torch.device) -> tuple[int, int]:
+    """(bytes of the bandwidth buffer, matmul side n): large enough to leave the caches, quick to run."""
+    if device.type == "cuda":
+        return 2 << 30, 8192
+    if device.type == "mps":
+        return 1 << 30, 4096
+    return 256 << 20, 1024
+
+
+def measure_matmul(device: torch.device, dtype: torch.dtype, n: int | None = None, repeat: int = 5) -> float:
+    """FLOP/s of an n×n by n×n matrix product in `dtype` (median of `repeat` runs)."""
+    n = n or _probe_sizes(device)[1]
+    a = torch.randn(n, n, device=device).to(dtype)
+    b = torch.randn(n, n, device=device).to(dtype)
+    return 2 * n**3 / bench(lambda: a @ b, warmup=2, repeat=repeat, device=device).median
+
+
+def measure_bandwidth(device: torch.device, nbytes: int | None = None, repeat: int = 5) -> dict[str, float]:
+    """Memory bandwidth in bytes/s: "read" (a sum over a large buffer) and "copy" (read + write counted)."""
+    nbytes = nbytes or _probe_sizes(device)[0]
+    x = torch.ones(nbytes // 4, device=device)  # float32
+    y = torch.empty_like(x)
+    read = bench(lambda: x.sum(), warmup=2, repeat=repeat, device=device).median
+    copy = bench(lambda: y.copy_(x), warmup=2, repeat=repeat, device=device).median
+    return {"read": x.nbytes / read, "copy": 2 * x.nbytes / copy}
+
+
+def probe(device=None, dtype: torch.dtype = torch.float32) -> Accelerator:
+    """Measure this device in a few seconds; `flops` is the matmul rate in `dtype`, `bandwidth` the read rate."""
+    device = pick_device(device)
+    bw = measure_bandwidth(device)
+    measured = {
+        "read_bandwidth": bw["read"],
+        "copy_bandwidth": bw["copy"],
+        "matmul_float32": measure_matmul(device, torch.float32),
+        "matmul_bfloat16": measure_matmul(device, torch.bfloat16),
+    }
+    key = f"matmul_{str(dtype).removeprefix('torch.')}"
+    flops = measured[key] if key in measured else measure_matmul(device, dtype)
+    memory = torch.cuda.get_device_properties(device).total_memory if device.type == "cuda" else _system_memory()
+    return Accelerator(f"this machine ({device_name(device)})", flops, bw["read"], memory,
+                       f"measured by llmperf.hardware.probe on {device.type}, {dtype}", measured)
+
+
+def _system_memory() -> float:
+    import os
+
+    return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")

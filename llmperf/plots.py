@@ -1,0 +1,56 @@
+"""One figure style for the whole book, and the few plot types it uses.
+
+Every figure: labelled axes with units, a light grid, no top/right spines,
+measurements as markers, predictions and fits as lines.
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+
+MEASURED = "#1f4e79"   # dark blue: what this machine did
+PREDICTED = "#c0504d"  # brick red: what the cost model says
+FIT = "#7f7f7f"        # grey: curves fitted to the measurements
+PALETTE = [MEASURED, PREDICTED, "#4f9a5a", "#e39b2b", "#7b5ea7", FIT]
+
+STYLE = {
+    "figure.figsize": (6.4, 3.8),
+    "figure.dpi": 110,
+    "savefig.dpi": 150,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.titlesize": 11,
+    "axes.labelsize": 10,
+    "legend.fontsize": 9,
+    "legend.frameon": False,
+    "axes.prop_cycle": plt.cycler(color=PALETTE),
+}
+
+
+def use_style() -> None:
+    """Apply the book's style to every figure made afterwards."""
+    plt.rcParams.update(STYLE)
+
+
+def figure(ncols: int = 1, width: float | None = None, height: float | None = None):
+    """A new figure in the book's style: (fig, ax) or (fig, [ax, ...]) for ncols > 1."""
+    use_style()
+    w, h = STYLE["figure.figsize"]
+    fig, axes = plt.subplots(1, ncols, figsize=(width or w * (1 if ncols == 1 else 0.8 * ncols), height or h),
+                             layout="constrained")
+    return fig, axes
+
+
+def measured_vs_line(ax, x, y, line_x, line_y, *, measured_label: str, line_label: str,
+                     xlabel: str, ylabel: str, title: str | None = None, line_color: str = FIT):
+    """Measured points and a predicted or fitted curve on one axis."""
+    ax.plot(line_x, line_y, "-", color=line_color, label=line_label, zorder=1)
+    ax.plot(x, y, "o", color=MEASURED, label=measured_label, zorder=2)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    ax.legend()
+    return ax
