@@ -26,7 +26,7 @@ from .model import Transformer
 def prefill(model: Transformer, tokens: torch.Tensor, cache: KVCache) -> torch.Tensor:
     """Run the prompt tokens (B, S) at positions 0..S-1, filling `cache`; return the last logits (B, vocab)."""
     input_pos = torch.arange(tokens.shape[1], device=tokens.device)
-    return model(tokens, input_pos, cache)[:, -1]
+    return model(tokens, input_pos, cache, last_only=True)[:, -1]
 
 
 def decode_step(model: Transformer, token: torch.Tensor, pos: int, cache: KVCache) -> torch.Tensor:
@@ -100,7 +100,7 @@ def _token_steps(model: Transformer, tokens: torch.Tensor, max_new_tokens: int, 
     else:
         seq = tokens
         for _ in range(max_new_tokens):
-            logits = model(seq)[:, -1]  # the whole sequence again, every step
+            logits = model(seq, last_only=True)[:, -1]  # the whole sequence again, every step
             token = sample(logits, temperature, top_k, generator)
             seq = torch.cat([seq, token], dim=1)
             yield token

@@ -81,3 +81,9 @@ def test_prefill_returns_last_position(tiny):
     assert last.shape == (3, tiny.cfg.vocab_size)
     assert torch.allclose(last, full[:, -1], atol=1e-6)
     assert cache.nbytes == 2 * tiny.cfg.n_layers * 3 * tiny.cfg.n_kv_heads * 16 * tiny.cfg.head_dim * 4
+
+
+def test_last_only_equals_last_row_of_full_logits(tiny):
+    tokens = torch.randint(0, tiny.cfg.vocab_size, (2, 11), generator=torch.Generator().manual_seed(4))
+    with torch.inference_mode():
+        assert torch.allclose(tiny(tokens, last_only=True)[:, 0], tiny(tokens)[:, -1], atol=1e-6)

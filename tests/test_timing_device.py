@@ -47,3 +47,12 @@ def test_unavailable_device_is_refused(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(RuntimeError, match="sees no CUDA device"):
         pick_device("cuda")
+
+
+def test_bench_forward_times_the_requested_shapes(tiny):
+    from llmperf.timing import bench_forward
+
+    t = bench_forward(tiny, batch=2, new_tokens=3, context=5, warmup=0, repeat=2)
+    assert len(t.samples) == 2 and t.median > 0
+    with pytest.raises(ValueError, match="Need batch >= 1"):
+        bench_forward(tiny, batch=0)

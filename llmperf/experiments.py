@@ -1,0 +1,56 @@
+"""How big each chapter's experiments are, decided by the device and nothing else.
+
+A reader's laptop CPU and an H100 differ by a factor of a thousand in speed, so
+the same sweep cannot fit both. `sizes_for(device)` returns one `Sizes` per
+device type; every notebook takes its sweep lengths from it. There is no
+CI-only switch: CI runs exactly what a reader runs on a CPU, and the CPU sizes
+keep each chapter near two minutes on two cores.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .device import free_memory_bytes, pick_device
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """Sweep sizes for one device. Lengths are in tokens."""
+
+    device: str
+    repeat: int  # timed repeats per point (the median is reported)
+    # Chapter 1: the dependency chain
+    chain_prompt: int  # prompt length for the end-to-end sweep
+    chain_new_tokens: tuple[int, ...]  # numbers of generated tokens, N
+    chain_batch: int  # the "more per pass" batch size
+    chain_multi_token: int  # tokens verified in one cached pass ("more than one token per pass")
+    # Chapter 2: prefill
+    prefill_lengths: tuple[int, ...]  # prompt lengths S of the TTFT sweep
+    prefill_batch_len: int  # prompt length for the batch-1 vs batch-4 comparison
+    prefill_batch_model: str  # model for that comparison: a preset name, or "smollm2-135m" (real weights)
+
+
+def sizes_for(device=None) -> Sizes:
+    """The sweep sizes for `device` (default: the one pick_device() chooses)."""
+    device = pick_device(device)
+    if device.type == "cuda":
+        # Llama-3-8B in bf16 needs ~16 GB; batching its prefill shows a saturated GPU.
+        big = "llama-3-8b" if free_memory_bytes(device) > 40e9 else "smollm2-1.7b"
+        return Sizes("cuda", repeat=5, chain_prompt=128, chain_new_tokens=(32, 64, 128, 192, 256), chain_batch=8,
+                     chain_multi_token=4, prefill_lengths=(256, 512, 1024, 2048, 4096, 6144, 8192),
+                     prefill_batch_len=2048, prefill_batch_model=big)
+    if device.type == "mps":
+        return Sizes("mps", repeat=3, chain_prompt=64, chain_new_tokens=(16, 32, 64, 96, 128), chain_batch=8,
+                     chain_multi_token=4, prefill_lengths=(128, 256, 512, 1024, 2048, 3072, 4096),
+                     prefill_batch_len=1024, prefill_batch_model="smollm2-135m")
+    return Sizes("cpu", repeat=3, chain_prompt=32, chain_new_tokens=(8, 16, 32, 48, 64), chain_batch=8,
+                 chain_multi_token=4, prefill_lengths=(64, 128, 256, 512, 1024, 1536),
+                 prefill_batch_len=512, prefill_batch_model="smollm2-135m")
+
+
+def default_dtype(device) -> torch.dtype:
+    """The dtype chapters measure in: bfloat16 on a GPU (what serving uses), float32 on a CPU."""
+    return torch.bfloat16 if pick_device(device).type in ("cuda", "mps") else torch.float32
