@@ -109,3 +109,16 @@ def bench_forward(model, batch: int = 1, new_tokens: int = 1, context: int = 0, 
             model(tokens, input_pos, cache, last_only=last_only)
 
     return bench(step, warmup=warmup, repeat=repeat, device=device)
+
+
+def progress(iterable, desc: str):
+    """A progress bar for a sweep, printed to stdout at its start and end only.
+
+    (Intermediate states would all be kept in a notebook's saved output and shown on
+    the website, one line each.)
+    """
+    import sys
+
+    from tqdm import tqdm
+
+    return tqdm(iterable, desc=desc, file=sys.stdout, mininterval=float("inf"), ncols=80)
