@@ -1,4 +1,4 @@
-"""The cost model: FLOPs of a forward pass, op by op, by arithmetic alone.
+"""The cost model: FLOPs and bytes of a forward pass, op by op, by arithmetic alone.
 
 Pure Python (no torch): every number here follows from a `ModelConfig`, a batch
 size and a sequence length, so the book can predict a measurement before making
@@ -32,6 +32,13 @@ And two ways to count the matmuls:
   parameter does one multiply and one add. It includes the embedding table,
   which does no FLOPs, so it overestimates an untied model (Llama-3-8B by 6.5 %).
 - `matmul_flops`: the exact count of the projections and the LM head.
+
+Bytes of a decode step (`decode_bytes`): every weight matrix once (the
+embedding table excluded: a lookup reads one row; a tied LM head included, since
+the head reads the whole matrix), the norm weights, the KV cache read by
+attention and the new key and value written. Activations are off by default:
+at batch 1 they are a few vectors of d_model values, a rounding error next to the
+weights.
 """
 
 from __future__ import annotations
@@ -161,3 +168,43 @@ def _check(**values: int) -> None:
     for name, value in values.items():
         if not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive integer, got {value!r}.")
+
+
+@dataclass(frozen=True)
+class Bytes:
+    """Bytes moved by one pass, by item: weight matrices by name, "norms", "kv_read", "kv_write", "activations"."""
+
+    by_op: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def kv(self) -> int:
+        return self.by_op.get("kv_read", 0) + self.by_op.get("kv_write", 0)
+
+    @property
+    def weights(self) -> int:
+        return self.total - self.kv - self.by_op.get("activations", 0)
+
+    @property
+    def total(self) -> int:
+        return sum(self.by_op.values())
+
+
+def decode_bytes(cfg: "ModelConfig | str", context: int, batch: int = 1, bytes_per_param: int = 2,
+                 kv_bytes_per_element: int | None = None, activations: bool = False) -> Bytes:
+    """Bytes one decode step moves for `batch` sequences at `context` positions (the new one included).
+
+    Weights are read once per step whatever the batch size: that is why batching
+    is cheap. The KV cache is read once per sequence. bytes_per_param is 2 for
+    bf16/fp16, 4 for float32; the KV cache uses the same unless told otherwise.
+    """
+    cfg = get_config(cfg)
+    _check(context=context, batch=batch, bytes_per_param=bytes_per_param)
+    kv_elem = kv_bytes_per_element or bytes_per_param
+    by_op = {name: n_in * n_out * count * bytes_per_param for name, (n_in, n_out, count) in linear_shapes(cfg).items()}
+    by_op["norms"] = cfg.d_model * (2 * cfg.n_layers + 1) * bytes_per_param
+    by_op["kv_read"] = batch * cfg.kv_bytes_per_token(kv_elem) * context
+    by_op["kv_write"] = batch * cfg.kv_bytes_per_token(kv_elem)
+    if activations:  # each matmul's input and output vectors, per sequence
+        by_op["activations"] = batch * bytes_per_param * sum(
+            (n_in + n_out) * count for n_in, n_out, count in linear_shapes(cfg).values())
+    return Bytes(by_op)

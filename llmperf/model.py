@@ -72,13 +72,18 @@ class Attention(nn.Module):
         self.wv = nn.Linear(cfg.d_model, cfg.kv_dim, bias=False)
         self.wo = nn.Linear(cfg.q_dim, cfg.d_model, bias=False)
 
+    def project_qkv(self, x):
+        """The three input projections: (B, S, d) -> (B, S, H*hd), (B, S, Hkv*hd), (B, S, Hkv*hd)."""
+        return self.wq(x), self.wk(x), self.wv(x)
+
     def forward(self, x, cos, sin, mask, cache: KVCache | None, layer: int, input_pos, end: int | None,
                 impl: str):
         B, S, _ = x.shape
         # Project, then split the feature dimension into heads.
-        q = self.wq(x).view(B, S, self.n_heads, self.head_dim).transpose(1, 2)  # (B, H, S, hd)
-        k = self.wk(x).view(B, S, self.n_kv_heads, self.head_dim).transpose(1, 2)  # (B, Hkv, S, hd)
-        v = self.wv(x).view(B, S, self.n_kv_heads, self.head_dim).transpose(1, 2)  # (B, Hkv, S, hd)
+        q, k, v = self.project_qkv(x)
+        q = q.view(B, S, self.n_heads, self.head_dim).transpose(1, 2)  # (B, H, S, hd)
+        k = k.view(B, S, self.n_kv_heads, self.head_dim).transpose(1, 2)  # (B, Hkv, S, hd)
+        v = v.view(B, S, self.n_kv_heads, self.head_dim).transpose(1, 2)  # (B, Hkv, S, hd)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
 
         if cache is not None:
@@ -119,8 +124,13 @@ class FeedForward(nn.Module):
         self.w3 = nn.Linear(cfg.d_model, cfg.d_ff, bias=False)
         self.w2 = nn.Linear(cfg.d_ff, cfg.d_model, bias=False)
 
+    def project_gate_up(self, x):
+        """(B, S, d) -> gate and up activations, each (B, S, d_ff)."""
+        return self.w1(x), self.w3(x)
+
     def forward(self, x):
-        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+        gate, up = self.project_gate_up(x)
+        return self.w2(F.silu(gate) * up)
 
 
 class TransformerBlock(nn.Module):

@@ -98,3 +98,24 @@ print("torch" in sys.modules)
     root = pathlib.Path(cost.__file__).parent.parent
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root)
     assert out.stdout.strip() == "False", out.stderr
+
+
+def test_decode_bytes_match_the_seed_for_llama_3_8b():
+    cfg = PRESETS["llama-3-8b"]
+    b = cost.decode_bytes(cfg, context=1)
+    assert round(b.weights / 1e9, 2) == 15.01  # every weight but the embedding table, fp16
+    assert round(b.by_op["lm_head"] / 1e9, 2) == 1.05 and round(b.by_op["lm_head"] / b.weights, 3) == 0.070
+    assert round(b.by_op["wo"] / cfg.n_layers / 1e6, 1) == 33.6  # seed: "33 MB" per layer
+    qkv = (b.by_op["wq"] + b.by_op["wk"] + b.by_op["wv"]) / cfg.n_layers
+    assert round(qkv / 1e6, 1) == 50.3  # the seed's "25 MB" is wrong: 25.2 M parameters is 50.3 MB
+    assert round(cost.estimate_2n(cfg) / b.weights, 2) == 1.07  # FLOPs per byte at batch 1
+    # KV cache: 131,072 bytes per token in bf16; 8k context is ~7 % of the weights
+    assert cost.decode_bytes(cfg, 8192).by_op["kv_read"] == 131_072 * 8192
+    assert round(cost.decode_bytes(cfg, 8192).by_op["kv_read"] / b.weights, 2) == 0.07
+
+
+def test_decode_bytes_weights_do_not_grow_with_batch():
+    one, many = cost.decode_bytes("smollm2-135m", 100), cost.decode_bytes("smollm2-135m", 100, batch=16)
+    assert many.weights == one.weights and many.kv == 16 * one.kv
+    with_act = cost.decode_bytes("smollm2-135m", 100, activations=True)
+    assert with_act.total > one.total and with_act.weights == one.weights

@@ -1,0 +1,178 @@
+"""How close does a decode step get to the memory-bandwidth roof? Printed, never asserted.
+
+Same machine, same run, same SmolLM2 weights, dtype and device: batch 1, a
+128-token prompt, 128 new tokens, greedy, several repeats after a warm-up.
+
+- llmperf's plain cached decode (the teaching model), llmperf's fused model
+  (llmperf.fast), and transformers' own `generate` with its own KV cache:
+  ms per token (time per output token: the gap between the first and the last
+  token, over n - 1) and tokens/s.
+- achieved bandwidth = bytes one step reads (every weight except the embedding
+  table, a tied LM head included once, plus the KV cache at the mean context)
+  × steps/s, and its fraction of hardware.probe's measured read bandwidth.
+- on a GPU, also a Llama-3-8B-shaped random-weight model in bfloat16: eager,
+  replayed from a CUDA Graph, and torch.compile.
+
+    python benchmarks/decode.py [--dtypes float32,bfloat16] [--repeat 3] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+from llmperf import cost, hardware, load_smollm2, stream
+from llmperf.device import environment, pick_device, synchronize
+from llmperf.fast import fuse
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def step_bytes(cfg, dtype: torch.dtype, context: int) -> int:
+    """Bytes one decode step reads and writes: weights without the embedding table (tied head once) + KV cache."""
+    return cost.decode_bytes(cfg, context, bytes_per_param=dtype.itemsize).total
+
+
+def tpot_llmperf(model, prompt, new_tokens, repeat):
+    """Median time per output token of llmperf's generation loop, from streamed timestamps."""
+    runs = []
+    for _ in range(repeat + 1):  # the first run is the warm-up
+        times = [t for _, t in stream(model, prompt, new_tokens)]
+        runs.append((times[-1] - times[0]) / (len(times) - 1))
+    return statistics.median(runs[1:])
+
+
+def tpot_transformers(hf_model, prompt, new_tokens, repeat, device):
+    """The same measurement through transformers' generate(), timestamped by a streamer."""
+    from transformers.generation.streamers import BaseStreamer
+
+    class Stamps(BaseStreamer):
+        def __init__(self):
+            self.times = []
+
+        def put(self, value):  # called with the prompt first, then with each new token
+            synchronize(device)
+            self.times.append(time.perf_counter())
+
+        def end(self):
+            pass
+
+    ids = torch.tensor([prompt], device=device)
+    runs = []
+    for _ in range(repeat + 1):
+        s = Stamps()
+        with torch.inference_mode():
+            hf_model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=new_tokens,
+                              min_new_tokens=new_tokens, do_sample=False, streamer=s, pad_token_id=0)
+        times = s.times[1:]  # drop the prompt's call
+        runs.append((times[-1] - times[0]) / (len(times) - 1))
+    return statistics.median(runs[1:])
+
+
+def load_transformers(dtype, device):
+    from transformers import AutoModelForCausalLM
+
+    from llmperf.weights import smollm2_gguf_path
+
+    path = smollm2_gguf_path()
+    model = AutoModelForCausalLM.from_pretrained(os.path.dirname(path), gguf_file=os.path.basename(path),
+                                                 dtype=dtype)
+    return model.to(device).eval()
+
+
+def smollm2_rows(device, dtype, args, read_bw):
+    model, tok = load_smollm2(device, dtype)
+    prompt = torch.randint(0, model.cfg.vocab_size, (args.prompt,), generator=torch.Generator().manual_seed(0)).tolist()
+    nbytes = step_bytes(model.cfg, dtype, args.prompt + args.new_tokens // 2)  # the mean context
+    name = str(dtype).removeprefix("torch.")
+    results = {"llmperf plain": tpot_llmperf(model, prompt, args.new_tokens, args.repeat)}
+    fast = fuse(model)
+    results["llmperf fused"] = tpot_llmperf(fast, prompt, args.new_tokens, args.repeat)
+    del fast
+    if not args.skip_transformers:
+        hf = load_transformers(dtype, device)
+        results["transformers"] = tpot_transformers(hf, prompt, args.new_tokens, args.repeat, device)
+        del hf
+    rows = []
+    for variant, tpot in results.items():
+        rows.append({"model": "smollm2-135m", "dtype": name, "variant": variant, "ms_per_token": tpot * 1e3,
+                     "tokens_per_s": 1 / tpot, "step_bytes": nbytes, "achieved_GBps": nbytes / tpot / 1e9,
+                     "fraction_of_probe_bw": nbytes / tpot / read_bw, "probe_bw": "read"})
+    return rows
+
+
+def gpu_rows(device, args, copy_bw):
+    """Llama-3-8B-shaped, random weights, bf16: eager vs CUDA Graph vs torch.compile, one decode step."""
+    from llmperf import build_model
+    from llmperf.profile import cuda_graph_step
+    from llmperf.timing import bench, bench_forward
+
+    model = build_model(args.big, device, torch.bfloat16)
+    context = args.prompt + args.new_tokens // 2
+    nbytes = step_bytes(model.cfg, torch.bfloat16, context)
+    rows = []
+    eager = bench_forward(model, context=context, repeat=20).median
+    graph = cuda_graph_step(model, context=context)
+    replay = bench(graph, warmup=3, repeat=20, device=device).median
+    compiled = torch.compile(model, mode="max-autotune-no-cudagraphs", dynamic=False)
+    comp = bench_forward(compiled, context=context, repeat=20, warmup=3).median
+    for variant, t in [("eager", eager), ("CUDA Graph", replay), ("torch.compile", comp)]:
+        rows.append({"model": args.big, "dtype": "bfloat16", "variant": variant, "ms_per_token": t * 1e3,
+                     "tokens_per_s": 1 / t, "step_bytes": nbytes, "achieved_GBps": nbytes / t / 1e9,
+                     "fraction_of_probe_bw": nbytes / t / copy_bw, "probe_bw": "copy"})
+    return rows
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--device", default=None)
+    p.add_argument("--dtypes", default="float32,bfloat16")
+    p.add_argument("--prompt", type=int, default=128)
+    p.add_argument("--new-tokens", type=int, default=128)
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--big", default="llama-3-8b", help="preset for the GPU-only rows")
+    p.add_argument("--skip-transformers", action="store_true")
+    p.add_argument("--json", default=None, help="also write the table to this file")
+    args = p.parse_args(argv)
+    dtypes = [d.strip() for d in args.dtypes.split(",")]
+    unknown = [d for d in dtypes if d not in DTYPES]
+    if unknown:
+        p.error(f"unknown dtype(s) {unknown}; choose from {list(DTYPES)}")
+    if args.new_tokens < 2 or args.prompt < 1 or args.repeat < 1:
+        p.error("need --new-tokens >= 2, --prompt >= 1 and --repeat >= 1")
+
+    device = pick_device(args.device)
+    hw = hardware.probe(device)
+    read_bw = hw.measured["read_bandwidth"]
+    print(f"{environment(device)}\nread bandwidth {read_bw / 1e9:.1f} GB/s, copy {hw.measured['copy_bandwidth'] / 1e9:.1f} GB/s\n")
+    rows = []
+    for d in dtypes:
+        rows += smollm2_rows(device, DTYPES[d], args, read_bw)
+    if device.type == "cuda":
+        rows += gpu_rows(device, args, hw.measured["copy_bandwidth"])
+
+    print(f"{'model':14} {'dtype':9} {'variant':15} {'ms/token':>9} {'tokens/s':>9} {'GB/s':>7} {'of probe bw':>12}")
+    for r in rows:
+        print(f"{r['model']:14} {r['dtype']:9} {r['variant']:15} {r['ms_per_token']:>9.2f} {r['tokens_per_s']:>9.1f} "
+              f"{r['achieved_GBps']:>7.1f} {r['fraction_of_probe_bw']:>7.0%} {r['probe_bw']:>4}")
+    for d in dtypes:
+        by = {r["variant"]: r for r in rows if r["dtype"] == d and r["model"] == "smollm2-135m"}
+        if "transformers" in by:
+            print(f"{d}: llmperf fused is {by['llmperf fused']['tokens_per_s'] / by['transformers']['tokens_per_s']:.2f}x "
+                  f"transformers' tokens/s (plain: {by['llmperf plain']['tokens_per_s'] / by['transformers']['tokens_per_s']:.2f}x)")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"environment": environment(device), "read_bandwidth": read_bw,
+                       "copy_bandwidth": hw.measured["copy_bandwidth"], "rows": rows}, f, indent=2)
+        print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

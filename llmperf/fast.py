@@ -1,0 +1,110 @@
+"""A faster model for decoding: the same weights, laid out for matrix–vector products.
+
+A decode step multiplies one activation row by every weight matrix: a
+matrix–vector product, whose speed is set by how fast the weights stream out of
+memory. On a CPU, PyTorch runs a (1 × K) @ (K × N) product on a single thread,
+and one core cannot draw all of the memory bandwidth that two or more cores can.
+`nn.Linear` also stores W as (N, K) and computes x @ Wᵀ, a slower access pattern
+for one row than reading a (K, N) matrix.
+
+`fuse(model)` returns a model that computes exactly the same function with
+three changes, each measured in benchmarks/decode.py:
+
+1. Fused projections: q, k and v come from one (d, q_dim + 2·kv_dim) matrix, the
+   gate and up activations from one (d, 2·d_ff) matrix. Fewer, larger products,
+   fewer dispatched ops.
+2. Transposed storage: every matrix is kept as (in, out), so x @ W reads rows.
+3. Column blocks: each matrix is split into `parts` column blocks stored as
+   (parts, in, out/parts), and the product runs as one batched matmul (bmm), which
+   PyTorch spreads over threads: `parts` cores stream weights at once.
+
+The embedding, the norms and the rotary tables are shared with the original
+model, not copied. The plain model in model.py stays the one to read; this one
+is tested to give the same logits and the same tokens.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from .model import Attention, FeedForward, Transformer, TransformerBlock
+
+
+def default_parts(device: torch.device) -> int:
+    """Column blocks per matrix: one per CPU thread; 1 on a GPU, whose kernels already use every core."""
+    return torch.get_num_threads() if device.type == "cpu" else 1
+
+
+class BlockedLinear(nn.Module):
+    """y = x @ Wᵀ for W (out, in), stored as `parts` column blocks of Wᵀ: (parts, in, out/parts)."""
+
+    def __init__(self, weight: torch.Tensor, parts: int):
+        super().__init__()
+        out_features, in_features = weight.shape
+        while out_features % parts:  # the largest block count <= parts that divides the width
+            parts -= 1
+        self.in_features, self.out_features, self.parts = in_features, out_features, parts
+        w = weight.detach().t().reshape(in_features, parts, out_features // parts)  # (in, P, out/P)
+        self.weight = nn.Parameter(w.transpose(0, 1).contiguous(), requires_grad=False)  # (P, in, out/P)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        *lead, K = x.shape
+        rows = x.reshape(1, -1, K)  # (1, M, in), M = all leading dims
+        if self.parts == 1:
+            return (rows[0] @ self.weight[0]).view(*lead, self.out_features)
+        y = torch.bmm(rows.expand(self.parts, -1, K), self.weight)  # (P, M, out/P): one block per thread
+        return y.transpose(0, 1).reshape(*lead, self.out_features)  # (..., out), blocks side by side
+
+
+class FusedAttention(Attention):
+    """Attention whose q, k, v projections are one blocked matrix."""
+
+    def __init__(self, attn: Attention, parts: int):
+        nn.Module.__init__(self)
+        self.n_heads, self.n_kv_heads, self.head_dim = attn.n_heads, attn.n_kv_heads, attn.head_dim
+        self.splits = [attn.wq.out_features, attn.wk.out_features, attn.wv.out_features]
+        self.wqkv = BlockedLinear(torch.cat([attn.wq.weight, attn.wk.weight, attn.wv.weight]), parts)
+        self.wo = BlockedLinear(attn.wo.weight, parts)
+
+    def project_qkv(self, x):
+        return self.wqkv(x).split(self.splits, dim=-1)
+
+
+class FusedFeedForward(FeedForward):
+    """SwiGLU whose gate (w1) and up (w3) projections are one blocked matrix."""
+
+    def __init__(self, ff: FeedForward, parts: int):
+        nn.Module.__init__(self)
+        self.w13 = BlockedLinear(torch.cat([ff.w1.weight, ff.w3.weight]), parts)
+        self.w2 = BlockedLinear(ff.w2.weight, parts)
+
+    def project_gate_up(self, x):
+        return self.w13(x).chunk(2, dim=-1)
+
+
+@torch.no_grad()
+def fuse(model: Transformer, parts: int | None = None) -> Transformer:
+    """A copy of `model` with fused, transposed, column-blocked weights (see the module docstring).
+
+    Takes as much extra memory as the model's matrices (the originals are kept).
+    """
+    parts = parts or default_parts(model.device)
+    if parts < 1:
+        raise ValueError(f"parts must be at least 1, got {parts}.")
+    with torch.device("meta"):  # the skeleton only; every module is replaced below
+        fast = Transformer(model.cfg, attn_impl=model.attn_impl)
+    fast.tok_embeddings, fast.norm = model.tok_embeddings, model.norm  # shared, not copied
+    fast.layers = nn.ModuleList()
+    for layer in model.layers:
+        block = TransformerBlock.__new__(TransformerBlock)
+        nn.Module.__init__(block)
+        block.attention_norm, block.ffn_norm = layer.attention_norm, layer.ffn_norm
+        block.attention = FusedAttention(layer.attention, parts)
+        block.feed_forward = FusedFeedForward(layer.feed_forward, parts)
+        fast.layers.append(block)
+    fast.output = BlockedLinear(model.output.weight, parts)
+    fast.rope_cos, fast.rope_sin = model.rope_cos, model.rope_sin
+    return fast.eval()
+
+

@@ -1,0 +1,49 @@
+"""Counting what a decode step dispatches; CUDA Graph capture where a GPU exists."""
+
+import pytest
+import torch
+
+from llmperf import build_model, generate
+from llmperf.fast import fuse
+from llmperf.profile import cuda_graph_step, op_counts
+
+
+def test_op_counts_scale_with_layers(tiny):
+    per_model = op_counts(tiny, context=8)["ops"]
+    deeper = build_model(tiny.cfg.with_(n_layers=4), device="cpu")
+    per_deeper = op_counts(deeper, context=8)["ops"]
+    # Each layer runs the same ops, so two extra layers add exactly two layers' worth.
+    assert per_deeper["aten::linear"] == per_model["aten::linear"] + 2 * 7
+    assert per_model["aten::linear"] == 2 * 7 + 1  # seven projections per layer, plus the LM head
+    assert per_model["aten::scaled_dot_product_attention"] == 2
+
+
+def test_fused_model_dispatches_fewer_matmuls(tiny):
+    plain, fused = op_counts(tiny)["ops"], op_counts(fuse(tiny, parts=2))["ops"]
+    assert fused["aten::bmm"] == 2 * 4 + 1  # qkv, wo, gate+up, down per layer, plus the LM head
+    assert "aten::linear" not in fused and plain["aten::linear"] == 15
+
+
+def test_cuda_graph_needs_cuda(tiny):
+    with pytest.raises(RuntimeError, match="CUDA Graphs need a CUDA device"):
+        cuda_graph_step(tiny)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA Graphs need an NVIDIA GPU; this machine has none")
+def test_cuda_graph_replay_matches_eager():
+    model = build_model("tiny", device="cuda")
+    replay = cuda_graph_step(model, batch=2, context=5)
+    out = replay().clone()
+    from llmperf.kv_cache import KVCache
+
+    cache = KVCache(model.cfg, 2, 6, device="cuda", static=True)
+    with torch.inference_mode():
+        eager = model(torch.zeros(2, 1, dtype=torch.long, device="cuda"), torch.tensor([5], device="cuda"), cache)
+    assert torch.allclose(out, eager, atol=1e-4)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU; this machine has none")
+def test_random_preset_generates_on_gpu():
+    model = build_model("smollm2-135m", device="cuda", dtype=torch.bfloat16)
+    out = generate(model, [1, 2, 3, 4], 8)
+    assert out.shape == (8,)
