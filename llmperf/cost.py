@@ -154,14 +154,24 @@ def seed_attention_flops(cfg: "ModelConfig | str", seq_len: int) -> int:
     return 4 * seq_len**2 * cfg.d_model * cfg.n_layers
 
 
-def prefill_attention_crossover(cfg: "ModelConfig | str") -> float:
-    """Prompt length S at which the attention term 4·S²·d·L equals the matmul term 2·N·S.
+def prefill_attention_crossover(cfg: "ModelConfig | str", form: str = "seed") -> float:
+    """Prompt length S at which a prefill's attention FLOPs equal its matmul FLOPs.
 
-    Solving 4·S²·d·L = 2·N·S gives S = N / (2·d·L): about 30,600 tokens for Llama-3-8B.
-    Uses the seed's forms (2·N estimate, full attention), as the seed's figure does.
+    form="seed": the seed's conventions, 2·N·S for the matmuls and full attention
+    4·S²·d·L. Solving 4·S²·d·L = 2·N·S gives S = N / (2·d·L): about 30,600
+    tokens for Llama-3-8B.
+    form="exact": the exact matmul count (m FLOPs per token, LM head excluded:
+    a prefill needs logits for the last position only) against causal attention
+    2·q_dim·L·S·(S+1). Equal at S = m / (2·q_dim·L) - 1: later, since causal
+    attention does half the work and m leaves out the embedding.
     """
     cfg = get_config(cfg)
-    return cfg.num_params() / (2 * cfg.d_model * cfg.n_layers)
+    if form == "seed":
+        return cfg.num_params() / (2 * cfg.d_model * cfg.n_layers)
+    if form == "exact":
+        per_token = sum(v for k, v in matmul_flops(cfg, 1).items() if k != "lm_head")
+        return per_token / (2 * cfg.q_dim * cfg.n_layers) - 1
+    raise ValueError(f'form must be "seed" or "exact", got {form!r}.')
 
 
 def _check(**values: int) -> None:

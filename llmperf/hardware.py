@@ -83,6 +83,7 @@ def _probe_sizes(device: torch.device) -> tuple[int, int]:
 
 def measure_matmul(device: torch.device, dtype: torch.dtype, n: int | None = None, repeat: int = 5) -> float:
     """FLOP/s of an n×n by n×n matrix product in `dtype` (median of `repeat` runs)."""
+    device = pick_device(device)
     n = n or _probe_sizes(device)[1]
     a = torch.randn(n, n, device=device).to(dtype)
     b = torch.randn(n, n, device=device).to(dtype)
@@ -91,6 +92,7 @@ def measure_matmul(device: torch.device, dtype: torch.dtype, n: int | None = Non
 
 def measure_bandwidth(device: torch.device, nbytes: int | None = None, repeat: int = 5) -> dict[str, float]:
     """Memory bandwidth in bytes/s: "read" (a sum over a large buffer) and "copy" (read + write counted)."""
+    device = pick_device(device)
     nbytes = nbytes or _probe_sizes(device)[0]
     x = torch.ones(nbytes // 4, device=device)  # float32
     y = torch.empty_like(x)

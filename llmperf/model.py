@@ -103,9 +103,16 @@ def attend(q, k, v, mask, impl: str):
     no mask. "sdpa" calls PyTorch's fused kernel; "math" writes the two matmuls out,
     which is slower but visible to torch.utils.flop_counter (it counts sdpa as zero
     FLOPs on a CPU).
+
+    A square mask (S = T) can only come from positions 0..S-1, so it is the plain
+    causal mask: sdpa is then told `is_causal`, which lets the kernel skip the masked
+    half of the score matrix instead of computing it and throwing it away.
     """
+    gqa = k.shape[1] != q.shape[1]
     if impl == "sdpa":
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=k.shape[1] != q.shape[1])
+        if mask is not None and mask.shape[0] == mask.shape[1]:
+            return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=gqa)
     group = q.shape[1] // k.shape[1]
     k = k.repeat_interleave(group, dim=1)  # (B, H, T, hd): each kv head serves `group` query heads
     v = v.repeat_interleave(group, dim=1)
