@@ -54,6 +54,8 @@ class BlockedLinear(nn.Module):
         if self.parts == 1:
             return (rows[0] @ self.weight[0]).view(*lead, self.out_features)
         y = torch.bmm(rows.expand(self.parts, -1, K), self.weight)  # (P, M, out/P): one block per thread
+        if rows.shape[1] == 1:  # one row (a decode step at batch 1): (P, 1, out/P) already is (1, out)
+            return y.view(*lead, self.out_features)
         return y.transpose(0, 1).reshape(*lead, self.out_features)  # (..., out), blocks side by side
 
 

@@ -41,9 +41,9 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(dim))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x32 = x.float()
-        x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
-        return x32.type_as(x) * self.weight
+        # x * rsqrt(mean(x²) + eps), as one fused op; float() and type_as are no-ops in float32
+        normed = F.rms_norm(x.float(), (x.shape[-1],), eps=self.eps)
+        return normed.type_as(x) * self.weight
 
 
 def rope_tables(head_dim: int, max_seq_len: int, theta: float) -> tuple[torch.Tensor, torch.Tensor]:
@@ -91,13 +91,15 @@ class Attention(nn.Module):
             if end is not None:  # dynamic cache: read only the filled prefix
                 k, v = k[:, :, :end], v[:, :, :end]  # (B, Hkv, T, hd)
 
-        y = attend(q, k, v, mask, impl)  # (B, H, S, hd)
+        y = attend(q, k, v, mask, impl, self.n_heads // self.n_kv_heads)  # (B, H, S, hd)
         y = y.transpose(1, 2).reshape(B, S, self.n_heads * self.head_dim)  # (B, S, H*hd)
         return self.wo(y)
 
 
-def attend(q, k, v, mask, impl: str):
+def attend(q, k, v, mask, impl: str, group: int):
     """softmax(q k^T / sqrt(hd) + mask) v for q (B, H, S, hd) and k, v (B, Hkv, T, hd).
+
+    Each of the Hkv key/value heads serves `group` = H / Hkv query heads.
 
     `mask` is a boolean (S, T) tensor, True where a query may attend, or None for
     no mask. "sdpa" calls PyTorch's fused kernel; "math" writes the two matmuls out,
@@ -108,12 +110,11 @@ def attend(q, k, v, mask, impl: str):
     causal mask: sdpa is then told `is_causal`, which lets the kernel skip the masked
     half of the score matrix instead of computing it and throwing it away.
     """
-    gqa = k.shape[1] != q.shape[1]
+    gqa = group > 1
     if impl == "sdpa":
         if mask is not None and mask.shape[0] == mask.shape[1]:
             return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=gqa)
-    group = q.shape[1] // k.shape[1]
     k = k.repeat_interleave(group, dim=1)  # (B, H, T, hd): each kv head serves `group` query heads
     v = v.repeat_interleave(group, dim=1)
     scores = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])  # (B, H, S, T)

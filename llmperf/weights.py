@@ -158,7 +158,7 @@ def empty_model(cfg: ModelConfig, device: torch.device, dtype: torch.dtype) -> T
     """A model of `cfg` on `device` with uninitialised weights, allocated once, directly in `dtype`."""
     with torch.device("meta"):  # build the module tree without allocating any memory
         model = Transformer(cfg)
-    model = model.to(dtype=dtype).to_empty(device=device)
+    model = model.to(dtype=dtype).to_empty(device=device).requires_grad_(False)  # inference only
     model.tie_weights()  # re-tie: materialising gives each module its own tensor
     model.init_rope()  # the rotary tables were placeholders on the meta device
     return model

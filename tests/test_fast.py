@@ -15,6 +15,8 @@ def test_blocked_linear_equals_linear(parts):
     layer = BlockedLinear(w, parts)
     assert 12 % layer.parts == 0 and layer.parts <= parts  # 12 is not divisible by 5: parts shrinks
     assert torch.allclose(layer(x), x @ w.t(), atol=1e-6)
+    one_row = x[:1, :1]  # (1, 1, 5): the single-row fast path
+    assert torch.allclose(layer(one_row), one_row @ w.t(), atol=1e-6)
 
 
 def test_blocked_linear_shrinks_parts_to_a_divisor():
