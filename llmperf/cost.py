@@ -39,10 +39,19 @@ the head reads the whole matrix), the norm weights, the KV cache read by
 attention and the new key and value written. Activations are off by default:
 at batch 1 they are a few vectors of d_model values, a rounding error next to the
 weights.
+
+Arithmetic intensity of a decode step (`decode_intensity`) is FLOPs / bytes. The
+weights are read once per step however many sequences share it, while FLOPs
+grow with the batch, so the intensity grows about linearly in the batch size
+until the KV cache (read once per sequence) takes over the bytes. `decode_ops`
+pairs each op's FLOPs with its bytes, for a per-op table; `compute_bound_batch`
+solves for the batch at which a step's intensity reaches a device's ridge point.
+KV-cache sizes: `kv_bytes_per_token`, `kv_cache_bytes`.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from .config import ModelConfig, get_config
@@ -218,3 +227,107 @@ def decode_bytes(cfg: "ModelConfig | str", context: int, batch: int = 1, bytes_p
         by_op["activations"] = batch * bytes_per_param * sum(
             (n_in + n_out) * count for n_in, n_out, count in linear_shapes(cfg).values())
     return Bytes(by_op)
+
+
+FLOP_FORMS = ("exact", "2n")
+
+
+def decode_intensity(cfg: "ModelConfig | str", context: int, batch: int = 1, bytes_per_param: int = 2,
+                     kv_bytes_per_element: int | None = None, activations: bool = False,
+                     flops: str = "exact") -> float:
+    """FLOPs per byte moved by one decode step (`decode_flops` / `decode_bytes`, same arguments).
+
+    flops="exact" counts the matmuls that run plus attention: with 2-byte weights
+    that is 1 FLOP per weight byte per sequence. flops="2n" replaces the matmuls by
+    the 2·N_params·batch estimate (attention still added), the seed text's
+    convention: it charges FLOPs for the embedding table, whose bytes are not
+    counted, so for an untied model it comes out higher (Llama-3-8B: 1.07, not 1.00).
+    """
+    cfg = get_config(cfg)
+    if flops not in FLOP_FORMS:
+        raise ValueError(f"flops must be one of {FLOP_FORMS}, got {flops!r}.")
+    f = decode_flops(cfg, context, batch)
+    work = f.total if flops == "exact" else batch * estimate_2n(cfg) + f.attention
+    return work / decode_bytes(cfg, context, batch, bytes_per_param, kv_bytes_per_element, activations).total
+
+
+@dataclass(frozen=True)
+class OpCost:
+    """One op of a decode step, summed over the `count` places it occurs (e.g. every layer)."""
+
+    name: str
+    flops: int
+    bytes: int
+    count: int
+
+    @property
+    def intensity(self) -> float:
+        """FLOPs per byte (0 for an op that only moves data)."""
+        return self.flops / self.bytes
+
+
+def decode_ops(cfg: "ModelConfig | str", context: int, batch: int = 1, bytes_per_param: int = 2,
+               kv_bytes_per_element: int | None = None, activations: bool = False) -> dict[str, OpCost]:
+    """Each op of one decode step with its FLOPs and bytes, summed over the model.
+
+    Ops: the projections wq, wk, wv, wo, w1 (gate), w3 (up), w2 (down) and the
+    lm_head (weights read, matmul FLOPs, and with `activations` their input and
+    output vectors); "attention" (the two score products, reading the KV cache);
+    "kv_write" (the new key and value: bytes, no FLOPs); "norms" (the RMSNorm
+    weights: bytes; their few FLOPs are not counted, as everywhere in this module).
+    The FLOPs add up to `decode_flops(...).total` and the bytes to `decode_bytes(...).total`.
+    """
+    cfg = get_config(cfg)
+    f = decode_flops(cfg, context, batch).by_op
+    b = decode_bytes(cfg, context, batch, bytes_per_param, kv_bytes_per_element).by_op
+    ops = {}
+    for name, (n_in, n_out, count) in linear_shapes(cfg).items():
+        act = batch * bytes_per_param * (n_in + n_out) * count if activations else 0
+        ops[name] = OpCost(name, f[name], b[name] + act, count)
+    L = cfg.n_layers
+    ops["attention"] = OpCost("attention", f["attn_scores"] + f["attn_values"], b["kv_read"], L)
+    ops["kv_write"] = OpCost("kv_write", 0, b["kv_write"], L)
+    ops["norms"] = OpCost("norms", 0, b["norms"], 2 * L + 1)
+    return ops
+
+
+def compute_bound_batch(cfg: "ModelConfig | str", ridge: float, context: int, bytes_per_param: int = 2,
+                        kv_bytes_per_element: int | None = None, flops: str = "exact") -> int | None:
+    """Smallest batch whose decode step reaches `ridge` FLOPs per byte, or None if no batch does.
+
+    A step's FLOPs are batch·f (f per sequence) and its bytes W + batch·k (weights
+    W once, KV cache k per sequence), so the intensity batch·f / (W + batch·k)
+    rises towards f / k but never past it: if f / k <= ridge, decoding at this
+    context stays bandwidth-bound at any batch size. Otherwise the answer is the
+    first integer batch >= ridge·W / (f − ridge·k).
+    """
+    cfg = get_config(cfg)
+    if not ridge > 0:
+        raise ValueError(f"ridge must be a positive number of FLOPs per byte, got {ridge!r}.")
+    if flops not in FLOP_FORMS:
+        raise ValueError(f"flops must be one of {FLOP_FORMS}, got {flops!r}.")
+    one = decode_flops(cfg, context, 1)
+    f = one.total if flops == "exact" else estimate_2n(cfg) + one.attention
+    by = decode_bytes(cfg, context, 1, bytes_per_param, kv_bytes_per_element)
+    k, w = by.kv, by.total - by.kv
+    if f <= ridge * k:
+        return None
+    batch = max(1, math.ceil(ridge * w / (f - ridge * k)))
+    while batch > 1 and decode_intensity(cfg, context, batch - 1, bytes_per_param, kv_bytes_per_element,
+                                         flops=flops) >= ridge:  # guard against rounding in ceil
+        batch -= 1
+    while decode_intensity(cfg, context, batch, bytes_per_param, kv_bytes_per_element, flops=flops) < ridge:
+        batch += 1
+    return batch
+
+
+def kv_bytes_per_token(cfg: "ModelConfig | str", bytes_per_element: int = 2) -> int:
+    """Bytes of KV cache one token occupies: a key and a value vector in every layer (2 bytes: bf16/fp16)."""
+    return get_config(cfg).kv_bytes_per_token(bytes_per_element)
+
+
+def kv_cache_bytes(cfg: "ModelConfig | str", context: int, batch: int = 1, bytes_per_element: int = 2) -> int:
+    """Bytes of KV cache held by `batch` sequences of `context` tokens each (per sequence with batch=1)."""
+    cfg = get_config(cfg)
+    _check(context=context, batch=batch, bytes_per_element=bytes_per_element)
+    return batch * context * cfg.kv_bytes_per_token(bytes_per_element)

@@ -31,6 +31,10 @@ class Sizes:
     prefill_lengths: tuple[int, ...]  # prompt lengths S of the TTFT sweep
     prefill_batch_len: int  # prompt length for the batch-1 vs batch-4 comparison
     prefill_batch_model: str  # model for that comparison: a preset name, or "smollm2-135m" (real weights)
+    # Chapter 3: decode intensity
+    decode_batches: tuple[int, ...]  # batch sizes of the decode-step sweep
+    decode_context: int  # cached positions per sequence in that sweep
+    decode_contexts: tuple[int, ...]  # context lengths of the TPOT sweep at batch 1 (longest >= 16x shortest)
 
 
 def sizes_for(device=None) -> Sizes:
@@ -41,14 +45,20 @@ def sizes_for(device=None) -> Sizes:
         big = "llama-3-8b" if free_memory_bytes(device) > 40e9 else "smollm2-1.7b"
         return Sizes("cuda", repeat=5, chain_prompt=128, chain_new_tokens=(32, 64, 128, 192, 256), chain_batch=8,
                      chain_multi_token=4, prefill_lengths=(256, 512, 1024, 2048, 4096, 6144, 8192),
-                     prefill_batch_len=2048, prefill_batch_model=big)
+                     prefill_batch_len=2048, prefill_batch_model=big,
+                     decode_batches=(1, 2, 4, 8, 16, 32, 64, 128, 256), decode_context=512,
+                     decode_contexts=(256, 512, 1024, 2048, 4096, 8191))  # 8191 + the new token = SmolLM2's max
     if device.type == "mps":
         return Sizes("mps", repeat=3, chain_prompt=64, chain_new_tokens=(16, 32, 64, 96, 128), chain_batch=8,
                      chain_multi_token=4, prefill_lengths=(128, 256, 512, 1024, 2048, 3072, 4096),
-                     prefill_batch_len=1024, prefill_batch_model="smollm2-135m")
+                     prefill_batch_len=1024, prefill_batch_model="smollm2-135m",
+                     decode_batches=(1, 2, 4, 8, 16, 32, 64, 128), decode_context=256,
+                     decode_contexts=(128, 256, 512, 1024, 2048, 4096))
     return Sizes("cpu", repeat=3, chain_prompt=32, chain_new_tokens=(8, 16, 32, 48, 64), chain_batch=8,
                  chain_multi_token=4, prefill_lengths=(64, 128, 256, 512, 1024, 1536),
-                 prefill_batch_len=512, prefill_batch_model="smollm2-135m")
+                 prefill_batch_len=512, prefill_batch_model="smollm2-135m",
+                 decode_batches=(1, 2, 4, 8, 16, 32, 64), decode_context=128,
+                 decode_contexts=(128, 256, 512, 1024, 2048, 4096))
 
 
 def default_dtype(device) -> torch.dtype:

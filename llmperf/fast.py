@@ -8,15 +8,16 @@ and one core cannot draw all of the memory bandwidth that two or more cores can.
 for one row than reading a (K, N) matrix.
 
 `fuse(model)` returns a model that computes exactly the same function with
-three changes, each measured in benchmarks/decode.py:
+these changes (benchmarks/decode.py measures what they buy together):
 
 1. Fused projections: q, k and v come from one (d, q_dim + 2·kv_dim) matrix, the
    gate and up activations from one (d, 2·d_ff) matrix. Fewer, larger products,
    fewer dispatched ops.
-2. Transposed storage: every matrix is kept as (in, out), so x @ W reads rows.
-3. Column blocks: each matrix is split into `parts` column blocks stored as
-   (parts, in, out/parts), and the product runs as one batched matmul (bmm), which
-   PyTorch spreads over threads: `parts` cores stream weights at once.
+2. Column blocks (float32 on a CPU): each matrix is stored transposed and split
+   into `parts` column blocks, (parts, in, out/parts), and the product runs as one
+   batched matmul (bmm), which PyTorch spreads over threads: `parts` cores stream
+   weights at once. (bfloat16 and float16 CPU kernels, and GPU kernels, already use
+   every core, so there the weights keep nn.Linear's layout.)
 
 The embedding, the norms and the rotary tables are shared with the original
 model, not copied. The plain model in model.py stays the one to read; this one
@@ -26,18 +27,26 @@ is tested to give the same logits and the same tokens.
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from .model import Attention, FeedForward, Transformer, TransformerBlock
 
 
-def default_parts(device: torch.device) -> int:
-    """Column blocks per matrix: one per CPU thread; 1 on a GPU, whose kernels already use every core."""
-    return torch.get_num_threads() if device.type == "cpu" else 1
+def default_parts(device: torch.device, dtype: torch.dtype) -> int:
+    """Column blocks per matrix: one per thread for float32 on a CPU, else 1.
+
+    PyTorch's bfloat16 and float16 CPU kernels, and every GPU kernel, already
+    spread a matrix–vector product over all cores; only float32 on a CPU gains.
+    """
+    return torch.get_num_threads() if device.type == "cpu" and dtype == torch.float32 else 1
 
 
 class BlockedLinear(nn.Module):
-    """y = x @ Wᵀ for W (out, in), stored as `parts` column blocks of Wᵀ: (parts, in, out/parts)."""
+    """y = x @ Wᵀ for W (out, in), stored as `parts` column blocks of Wᵀ: (parts, in, out/parts).
+
+    With parts=1 the weight stays in nn.Linear's (out, in) layout and F.linear does the work.
+    """
 
     def __init__(self, weight: torch.Tensor, parts: int):
         super().__init__()
@@ -45,14 +54,17 @@ class BlockedLinear(nn.Module):
         while out_features % parts:  # the largest block count <= parts that divides the width
             parts -= 1
         self.in_features, self.out_features, self.parts = in_features, out_features, parts
+        if parts == 1:
+            self.weight = nn.Parameter(weight.detach().clone(), requires_grad=False)  # (out, in)
+            return
         w = weight.detach().t().reshape(in_features, parts, out_features // parts)  # (in, P, out/P)
         self.weight = nn.Parameter(w.transpose(0, 1).contiguous(), requires_grad=False)  # (P, in, out/P)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.parts == 1:
+            return F.linear(x, self.weight)
         *lead, K = x.shape
         rows = x.reshape(1, -1, K)  # (1, M, in), M = all leading dims
-        if self.parts == 1:
-            return (rows[0] @ self.weight[0]).view(*lead, self.out_features)
         y = torch.bmm(rows.expand(self.parts, -1, K), self.weight)  # (P, M, out/P): one block per thread
         if rows.shape[1] == 1:  # one row (a decode step at batch 1): (P, 1, out/P) already is (1, out)
             return y.view(*lead, self.out_features)
@@ -91,7 +103,7 @@ def fuse(model: Transformer, parts: int | None = None) -> Transformer:
 
     Takes as much extra memory as the model's matrices (the originals are kept).
     """
-    parts = parts or default_parts(model.device)
+    parts = parts or default_parts(model.device, model.dtype)
     if parts < 1:
         raise ValueError(f"parts must be at least 1, got {parts}.")
     with torch.device("meta"):  # the skeleton only; every module is replaced below

@@ -81,38 +81,53 @@ def _probe_sizes(device: torch.device) -> tuple[int, int]:
     return 256 << 20, 1024
 
 
-def measure_matmul(device: torch.device, dtype: torch.dtype, n: int | None = None, repeat: int = 5) -> float:
-    """FLOP/s of an n×n by n×n matrix product in `dtype` (median of `repeat` runs)."""
+def measure_matmul(device: torch.device, dtype: torch.dtype, n: int | None = None, repeat: int = 10) -> float:
+    """FLOP/s of an n×n by n×n matrix product in `dtype`: the best of `repeat` runs.
+
+    The fastest run, not the median: other work on a shared machine can only add
+    time to a run, never remove it, so the minimum is the closest to what the
+    device can do.
+    """
     device = pick_device(device)
     n = n or _probe_sizes(device)[1]
     a = torch.randn(n, n, device=device).to(dtype)
     b = torch.randn(n, n, device=device).to(dtype)
-    return 2 * n**3 / bench(lambda: a @ b, warmup=2, repeat=repeat, device=device).median
+    return 2 * n**3 / bench(lambda: a @ b, warmup=2, repeat=repeat, device=device).min
 
 
-def measure_bandwidth(device: torch.device, nbytes: int | None = None, repeat: int = 5) -> dict[str, float]:
-    """Memory bandwidth in bytes/s: "read" (a sum over a large buffer) and "copy" (read + write counted)."""
+def measure_bandwidth(device: torch.device, nbytes: int | None = None, repeat: int = 10) -> dict[str, float]:
+    """Memory bandwidth in bytes/s, the best of `repeat` runs (see `measure_matmul`).
+
+    "read": a sum over a buffer far larger than any cache (bytes read / time);
+    "copy": a copy of that buffer into another (read + write bytes counted).
+    """
     device = pick_device(device)
     nbytes = nbytes or _probe_sizes(device)[0]
     x = torch.ones(nbytes // 4, device=device)  # float32
     y = torch.empty_like(x)
-    read = bench(lambda: x.sum(), warmup=2, repeat=repeat, device=device).median
-    copy = bench(lambda: y.copy_(x), warmup=2, repeat=repeat, device=device).median
+    read = bench(lambda: x.sum(), warmup=2, repeat=repeat, device=device).min
+    copy = bench(lambda: y.copy_(x), warmup=2, repeat=repeat, device=device).min
     return {"read": x.nbytes / read, "copy": 2 * x.nbytes / copy}
 
 
-def probe(device=None, dtype: torch.dtype = torch.float32) -> Accelerator:
-    """Measure this device in a few seconds; `flops` is the matmul rate in `dtype`, `bandwidth` the read rate."""
+def probe(device=None, dtype: torch.dtype = torch.float32, repeat: int = 10) -> Accelerator:
+    """Measure this device in a few seconds and return it as a row of the accelerator table.
+
+    `flops` is the matmul rate in `dtype`, `bandwidth` the read rate; `measured`
+    holds every figure (read and copy bandwidth, float32 and bfloat16 matmul
+    rates). Each is the best of `repeat` runs, so that a busy machine reads close
+    to what it can do rather than to how busy it was.
+    """
     device = pick_device(device)
-    bw = measure_bandwidth(device)
+    bw = measure_bandwidth(device, repeat=repeat)
     measured = {
         "read_bandwidth": bw["read"],
         "copy_bandwidth": bw["copy"],
-        "matmul_float32": measure_matmul(device, torch.float32),
-        "matmul_bfloat16": measure_matmul(device, torch.bfloat16),
+        "matmul_float32": measure_matmul(device, torch.float32, repeat=repeat),
+        "matmul_bfloat16": measure_matmul(device, torch.bfloat16, repeat=repeat),
     }
     key = f"matmul_{str(dtype).removeprefix('torch.')}"
-    flops = measured[key] if key in measured else measure_matmul(device, dtype)
+    flops = measured[key] if key in measured else measure_matmul(device, dtype, repeat=repeat)
     memory = torch.cuda.get_device_properties(device).total_memory if device.type == "cuda" else _system_memory()
     return Accelerator(f"this machine ({device_name(device)})", flops, bw["read"], memory,
                        f"measured by llmperf.hardware.probe on {device.type}, {dtype}", measured)

@@ -119,3 +119,76 @@ def test_decode_bytes_weights_do_not_grow_with_batch():
     assert many.weights == one.weights and many.kv == 16 * one.kv
     with_act = cost.decode_bytes("smollm2-135m", 100, activations=True)
     assert with_act.total > one.total and with_act.weights == one.weights
+
+
+def test_decode_intensity_of_llama_3_8b():
+    cfg = PRESETS["llama-3-8b"]
+    # The seed's 1.07 FLOP/byte is 2·N (embedding table included) over the bytes (embedding excluded);
+    # the exact count does 2 FLOPs per 2-byte weight: 1.00.
+    assert round(cost.decode_intensity(cfg, context=1, flops="2n"), 2) == 1.07
+    assert round(cost.decode_intensity(cfg, context=1), 2) == 1.00
+    assert cost.decode_intensity(cfg, 1) == cost.decode_flops(cfg, 1).total / cost.decode_bytes(cfg, 1).total
+    # float32 weights halve it; a batch of 32 at a short context multiplies it by nearly 32.
+    assert round(cost.decode_intensity(cfg, 1, bytes_per_param=4), 2) == 0.50
+    assert 31 < cost.decode_intensity(cfg, 1, batch=32) < 32
+    with pytest.raises(ValueError, match="flops must be one of"):
+        cost.decode_intensity(cfg, 1, flops="seed")
+
+
+def test_decode_intensity_saturates_with_the_kv_cache():
+    cfg = PRESETS["llama-3-8b"]
+    ctx = 1024
+    per_seq_flops = cost.decode_flops(cfg, ctx).total
+    per_seq_kv = cost.decode_bytes(cfg, ctx).kv
+    limit = per_seq_flops / per_seq_kv  # batch -> infinity: only the KV bytes grow
+    values = [cost.decode_intensity(cfg, ctx, batch=b) for b in (1, 16, 256, 4096, 1 << 20)]
+    assert values == sorted(values) and values[-1] < limit and values[-1] == pytest.approx(limit, rel=1e-3)
+
+
+def test_decode_ops_add_up_to_the_step():
+    for cfg, ctx, batch, bpp, act in [("llama-3-8b", 1024, 1, 2, False), ("smollm2-135m", 300, 8, 4, True),
+                                      ("tiny", 17, 3, 2, False)]:
+        ops = cost.decode_ops(cfg, ctx, batch, bpp, activations=act)
+        assert sum(o.flops for o in ops.values()) == cost.decode_flops(cfg, ctx, batch).total
+        assert sum(o.bytes for o in ops.values()) == cost.decode_bytes(cfg, ctx, batch, bpp, activations=act).total
+    llama = PRESETS["llama-3-8b"]
+    ops = cost.decode_ops(llama, 1)
+    qkv = (ops["wq"].bytes + ops["wk"].bytes + ops["wv"].bytes) / ops["wq"].count
+    assert qkv == 2 * 25_165_824 and round(qkv / 1e6, 1) == 50.3  # 25.2 M parameters per layer, not "25 MB"
+    assert round((ops["w1"].bytes + ops["w3"].bytes + ops["w2"].bytes) / 32 / 1e6) == 352
+    assert ops["attention"].count == 32 and ops["norms"].count == 65 and ops["lm_head"].count == 1
+    assert ops["wq"].intensity == 1.0 and ops["kv_write"].intensity == 0.0
+    # Attention reads the cache once per KV head and uses it for n_heads / n_kv_heads query heads.
+    assert ops["attention"].intensity == 2 * llama.n_heads / llama.n_kv_heads / 2
+
+
+def test_compute_bound_batch():
+    cfg = PRESETS["llama-3-8b"]
+    for ridge in (295, 206):  # H100 SXM, H200 SXM
+        b = cost.compute_bound_batch(cfg, ridge, context=1)
+        assert cost.decode_intensity(cfg, 1, b) >= ridge > cost.decode_intensity(cfg, 1, b - 1)
+        assert ridge < b < 1.02 * ridge  # ~1 FLOP per byte per sequence
+    assert cost.compute_bound_batch(cfg, 295, context=1) == 297
+    assert cost.compute_bound_batch(cfg, 206, context=1) == 207
+    # At 1k tokens of context each sequence's KV cache caps the intensity near 116 FLOP/byte: never.
+    assert cost.compute_bound_batch(cfg, 206, context=1024) is None
+    assert cost.compute_bound_batch(cfg, 0.5, context=1) == 1
+    with pytest.raises(ValueError, match="ridge must be"):
+        cost.compute_bound_batch(cfg, 0, context=1)
+
+
+def test_kv_cache_bytes():
+    llama = PRESETS["llama-3-8b"]
+    assert cost.kv_bytes_per_token(llama) == 131_072 and cost.kv_bytes_per_token("smollm2-135m") == 23_040
+    assert cost.kv_bytes_per_token(llama, 4) == 2 * 131_072
+    assert round(cost.kv_cache_bytes(llama, 1024) / 1e9, 2) == 0.13
+    assert round(cost.kv_cache_bytes(llama, 8192) / 1e9, 2) == 1.07
+    assert cost.kv_cache_bytes(llama, 4096, batch=256) == 256 * 4096 * 131_072  # 137 GB
+    assert cost.kv_cache_bytes("smollm2-135m", 10, bytes_per_element=4) == 10 * 46_080
+    with pytest.raises(ValueError, match="context must be a positive integer"):
+        cost.kv_cache_bytes(llama, 0)
+
+
+def test_tpot_moves_a_few_percent_from_1k_to_8k_for_llama_3_8b():
+    b1k, b8k = cost.decode_bytes("llama-3-8b", 1024), cost.decode_bytes("llama-3-8b", 8192)
+    assert 0.06 < b8k.total / b1k.total - 1 < 0.07

@@ -1,9 +1,13 @@
 """The accelerator table, rooflines, the probe of this machine, and the fitting helpers."""
 
+import time
+
 import numpy as np
 import pytest
+import torch
 
 from llmperf import hardware
+from llmperf.timing import Timing
 from llmperf.fit import linear_fit, poly_fit
 
 # facts.md: ridge points in FLOP/byte
@@ -23,11 +27,57 @@ def test_roofline_time_takes_the_binding_limit():
 
 
 def test_probe_measures_this_machine():
+    t0 = time.perf_counter()
     hw = hardware.probe("cpu")
+    assert time.perf_counter() - t0 < 30  # "a few seconds"; generous for a busy CI machine
+    assert isinstance(hw, hardware.Accelerator)  # the same type as the table's rows
     assert hw.name.startswith("this machine")
     assert set(hw.measured) == {"read_bandwidth", "copy_bandwidth", "matmul_float32", "matmul_bfloat16"}
     assert all(v > 0 for v in hw.measured.values())
     assert hw.flops == hw.measured["matmul_float32"] and hw.bandwidth == hw.measured["read_bandwidth"]
+    assert hw.ridge == hardware.ridge_point(hw) == hw.flops / hw.bandwidth
+    assert hw.memory > 0
+    bf16 = hardware.probe("cpu", torch.bfloat16, repeat=2)
+    assert bf16.flops == bf16.measured["matmul_bfloat16"]
+
+
+def test_probe_reports_the_best_run(monkeypatch):
+    """Noise only adds time, so the probe reports the fastest of its repeats, not the median."""
+    samples = (0.5, 0.1, 0.9, 0.2, 0.7)
+    calls = []
+
+    def fake_bench(fn, warmup, repeat, device):
+        calls.append(repeat)
+        return Timing(samples)
+
+    monkeypatch.setattr(hardware, "bench", fake_bench)
+    n = 64
+    assert hardware.measure_matmul("cpu", torch.float32, n=n, repeat=5) == pytest.approx(2 * n**3 / 0.1)
+    bw = hardware.measure_bandwidth("cpu", nbytes=4096, repeat=5)
+    assert bw == pytest.approx({"read": 4096 / 0.1, "copy": 2 * 4096 / 0.1})
+    assert hardware.probe("cpu").measured["read_bandwidth"] == pytest.approx(hardware._probe_sizes(
+        torch.device("cpu"))[0] / 0.1)
+    assert calls[-1] == 10  # ~10 repeats by default
+
+
+def test_roofline_of_a_decode_step_on_the_table():
+    """Llama-3-8B at batch 1 on an H100: bandwidth-bound, 4.48 ms, 0.36 % of peak compute (seed's 2·N)."""
+    from llmperf import cost
+
+    h100 = hardware.ACCELERATORS["H100 SXM"]
+    b, f = cost.decode_bytes("llama-3-8b", 1), cost.decode_flops("llama-3-8b", 1)
+    assert round(hardware.roofline_time(f.total, b.total, h100) * 1e3, 2) == 4.48
+    assert hardware.roofline_time(f.total, b.total, h100) == b.total / h100.bandwidth
+    assert round(100 * cost.decode_intensity("llama-3-8b", 1, flops="2n") / h100.ridge, 2) == 0.36
+
+
+def test_chapter_3_sizes_on_the_cpu():
+    from llmperf.experiments import sizes_for
+
+    s = sizes_for("cpu")
+    assert 1 in s.decode_batches and 16 in s.decode_batches and list(s.decode_batches) == sorted(s.decode_batches)
+    assert s.decode_contexts[-1] >= 16 * s.decode_contexts[0]
+    assert s.decode_contexts[-1] + 1 <= 8192 and s.decode_context >= 1  # SmolLM2's max_seq_len
 
 
 def test_fits_recover_exact_polynomials():
