@@ -1,4 +1,4 @@
-"""One figure style for the whole book, and the few plot types it uses.
+"""One figure style for the whole book, and the few plot types it uses (fits, rooflines).
 
 Every figure: labelled axes with units, a light grid, no top/right spines,
 measurements as markers, predictions and fits as lines.
@@ -53,4 +53,27 @@ def measured_vs_line(ax, x, y, line_x, line_y, *, measured_label: str, line_labe
     if title:
         ax.set_title(title)
     ax.legend()
+    return ax
+
+
+def roofline(ax, devices, highlight: dict | None = None, intensity=(0.1, 1e4)):
+    """Each device's roof, min(peak FLOP/s, intensity × bandwidth), on log–log axes.
+
+    `devices` are hardware.Accelerator rows (the table's, or probe()'s). Devices named
+    in `highlight` ({name: colour}) are drawn bold in that colour, the rest thin.
+    Measured points can then be added with ax.plot(flops / bytes, flops / seconds, "o").
+    """
+    import numpy as np
+
+    highlight = highlight or {}
+    x = np.logspace(np.log10(intensity[0]), np.log10(intensity[1]), 200)
+    others = iter(plt.get_cmap("tab10").colors[1:] + plt.get_cmap("Dark2").colors)
+    for hw in devices:
+        bold = hw.name in highlight
+        ax.plot(x, np.minimum(hw.flops, x * hw.bandwidth), color=highlight.get(hw.name) or next(others),
+                lw=1.8 if bold else 0.8, alpha=1 if bold else 0.6, label=f"{hw.name} (ridge {hw.ridge:.0f})")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
+    ax.set_ylabel("attainable performance (FLOP/s)")
     return ax
