@@ -1,0 +1,35 @@
+"""The decode benchmark runs end to end and writes the table it prints (its times are not asserted)."""
+
+import importlib.util
+import json
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def load_benchmark():
+    spec = importlib.util.spec_from_file_location("decode_benchmark", ROOT / "benchmarks" / "decode.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_decode_benchmark_writes_its_table(tmp_path, capsys):
+    bench = load_benchmark()
+    out = tmp_path / "decode.json"
+    assert bench.main(["--device", "cpu", "--dtypes", "float32", "--prompt", "8", "--new-tokens", "4",
+                       "--repeat", "1", "--skip-transformers", "--json", str(out)]) == 0
+    table = json.loads(out.read_text())
+    assert [r["variant"] for r in table["rows"]] == ["llmperf plain", "llmperf fused"]
+    for r in table["rows"]:
+        assert r["tokens_per_s"] == pytest.approx(1e3 / r["ms_per_token"])
+        assert r["achieved_GBps"] * 1e9 == pytest.approx(r["step_bytes"] * r["tokens_per_s"])
+        assert r["fraction_of_probe_bw"] == pytest.approx(r["achieved_GBps"] * 1e9 / table["read_bandwidth"])
+    assert "llmperf fused" in capsys.readouterr().out
+
+
+def test_decode_benchmark_rejects_unknown_dtype():
+    with pytest.raises(SystemExit):
+        load_benchmark().main(["--dtypes", "float8"])
