@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .model import Attention, FeedForward, Transformer, TransformerBlock
+from .model import Attention, FeedForward, Transformer, TransformerBlock, apply_rope
 
 
 def default_parts(device: torch.device, dtype: torch.dtype) -> int:
@@ -77,12 +77,17 @@ class FusedAttention(Attention):
     def __init__(self, attn: Attention, parts: int):
         nn.Module.__init__(self)
         self.n_heads, self.n_kv_heads, self.head_dim = attn.n_heads, attn.n_kv_heads, attn.head_dim
-        self.splits = [attn.wq.out_features, attn.wk.out_features, attn.wv.out_features]
         self.wqkv = BlockedLinear(torch.cat([attn.wq.weight, attn.wk.weight, attn.wv.weight]), parts)
         self.wo = BlockedLinear(attn.wo.weight, parts)
 
-    def project_qkv(self, x):
-        return self.wqkv(x).split(self.splits, dim=-1)
+    def rotated_heads(self, x, cos, sin):
+        """One matmul for q, k and v, and one rotation for q and k together (they are adjacent heads)."""
+        B, S, _ = x.shape
+        H, Hkv = self.n_heads, self.n_kv_heads
+        qkv = self.wqkv(x).view(B, S, H + 2 * Hkv, self.head_dim)  # (B, S, H + 2·Hkv, hd)
+        qk = apply_rope(qkv[:, :, :H + Hkv].transpose(1, 2), cos, sin)  # (B, H + Hkv, S, hd)
+        q, k = qk.split([H, Hkv], dim=1)  # (B, H, S, hd), (B, Hkv, S, hd)
+        return q, k, qkv[:, :, H + Hkv:].transpose(1, 2)  # v: (B, Hkv, S, hd)
 
 
 class FusedFeedForward(FeedForward):

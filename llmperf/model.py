@@ -76,15 +76,22 @@ class Attention(nn.Module):
         """The three input projections: (B, S, d) -> (B, S, H*hd), (B, S, Hkv*hd), (B, S, Hkv*hd)."""
         return self.wq(x), self.wk(x), self.wv(x)
 
-    def forward(self, x, cos, sin, mask, cache: KVCache | None, layer: int, input_pos, end: int | None,
-                impl: str):
+    def rotated_heads(self, x, cos, sin):
+        """Project, split the features into heads, rotate q and k by their positions.
+
+        Returns q (B, H, S, hd), k and v (B, Hkv, S, hd).
+        """
         B, S, _ = x.shape
-        # Project, then split the feature dimension into heads.
         q, k, v = self.project_qkv(x)
         q = q.view(B, S, self.n_heads, self.head_dim).transpose(1, 2)  # (B, H, S, hd)
         k = k.view(B, S, self.n_kv_heads, self.head_dim).transpose(1, 2)  # (B, Hkv, S, hd)
         v = v.view(B, S, self.n_kv_heads, self.head_dim).transpose(1, 2)  # (B, Hkv, S, hd)
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
+
+    def forward(self, x, cos, sin, mask, cache: KVCache | None, layer: int, input_pos, end: int | None,
+                impl: str):
+        B, S, _ = x.shape
+        q, k, v = self.rotated_heads(x, cos, sin)
 
         if cache is not None:
             k, v = cache.update(layer, input_pos, k, v)  # (B, Hkv, capacity, hd)
