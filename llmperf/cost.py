@@ -75,10 +75,18 @@ def linear_shapes(cfg: ModelConfig) -> dict[str, tuple[int, int, int]]:
 
 
 @dataclass(frozen=True)
-class Flops:
-    """FLOPs of one pass, by op. `matmul` is the projections + LM head, `attention` the two score products."""
+class Tally:
+    """A count (FLOPs or bytes) of one pass, by op name, and its total."""
 
     by_op: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        return sum(self.by_op.values())
+
+
+class Flops(Tally):
+    """FLOPs of one pass, by op. `matmul` is the projections + LM head, `attention` the two score products."""
 
     @property
     def attention(self) -> int:
@@ -87,10 +95,6 @@ class Flops:
     @property
     def matmul(self) -> int:
         return self.total - self.attention
-
-    @property
-    def total(self) -> int:
-        return sum(self.by_op.values())
 
 
 def matmul_flops(cfg: ModelConfig, tokens: int, logits_for: int | None = None) -> dict[str, int]:
@@ -189,11 +193,8 @@ def _check(**values: int) -> None:
             raise ValueError(f"{name} must be a positive integer, got {value!r}.")
 
 
-@dataclass(frozen=True)
-class Bytes:
+class Bytes(Tally):
     """Bytes moved by one pass, by item: weight matrices by name, "norms", "kv_read", "kv_write", "activations"."""
-
-    by_op: dict[str, int] = field(default_factory=dict)
 
     @property
     def kv(self) -> int:
@@ -202,10 +203,6 @@ class Bytes:
     @property
     def weights(self) -> int:
         return self.total - self.kv - self.by_op.get("activations", 0)
-
-    @property
-    def total(self) -> int:
-        return sum(self.by_op.values())
 
 
 def decode_bytes(cfg: "ModelConfig | str", context: int, batch: int = 1, bytes_per_param: int = 2,
