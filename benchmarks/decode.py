@@ -99,12 +99,14 @@ def smollm2_rows(device, dtype, args, read_bw):
         hf = load_transformers(dtype, device)
         results["transformers"] = tpot_transformers(hf, prompt, args.new_tokens, args.repeat, device)
         del hf
-    rows = []
-    for variant, tpot in results.items():
-        rows.append({"model": "smollm2-135m", "dtype": name, "variant": variant, "ms_per_token": tpot * 1e3,
-                     "tokens_per_s": 1 / tpot, "step_bytes": nbytes, "achieved_GBps": nbytes / tpot / 1e9,
-                     "fraction_of_probe_bw": nbytes / tpot / read_bw, "probe_bw": "read"})
-    return rows
+    return [row("smollm2-135m", name, variant, tpot, nbytes, read_bw, "read") for variant, tpot in results.items()]
+
+
+def row(model: str, dtype: str, variant: str, seconds: float, nbytes: int, probe_bw: float, probe_kind: str) -> dict:
+    """One line of the table: a step of `seconds` moving `nbytes`, against the probe's bandwidth."""
+    return {"model": model, "dtype": dtype, "variant": variant, "ms_per_token": seconds * 1e3,
+            "tokens_per_s": 1 / seconds, "step_bytes": nbytes, "achieved_GBps": nbytes / seconds / 1e9,
+            "fraction_of_probe_bw": nbytes / seconds / probe_bw, "probe_bw": probe_kind}
 
 
 def gpu_rows(device, args, copy_bw):
@@ -116,17 +118,13 @@ def gpu_rows(device, args, copy_bw):
     model = build_model(args.big, device, torch.bfloat16)
     context = args.prompt + args.new_tokens // 2
     nbytes = step_bytes(model.cfg, torch.bfloat16, context)
-    rows = []
     eager = bench_forward(model, context=context, repeat=20).median
     graph = cuda_graph_step(model, context=context)
     replay = bench(graph, warmup=3, repeat=20, device=device).median
     compiled = torch.compile(model, mode="max-autotune-no-cudagraphs", dynamic=False)
     comp = bench_forward(compiled, context=context, repeat=20, warmup=3).median
-    for variant, t in [("eager", eager), ("CUDA Graph", replay), ("torch.compile", comp)]:
-        rows.append({"model": args.big, "dtype": "bfloat16", "variant": variant, "ms_per_token": t * 1e3,
-                     "tokens_per_s": 1 / t, "step_bytes": nbytes, "achieved_GBps": nbytes / t / 1e9,
-                     "fraction_of_probe_bw": nbytes / t / copy_bw, "probe_bw": "copy"})
-    return rows
+    return [row(args.big, "bfloat16", variant, t, nbytes, copy_bw, "copy")
+            for variant, t in [("eager", eager), ("CUDA Graph", replay), ("torch.compile", comp)]]
 
 
 def main(argv=None) -> int:
