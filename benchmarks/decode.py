@@ -9,7 +9,9 @@ Same machine, same run, same SmolLM2 weights, dtype and device: batch 1, a
   token, over n - 1) and tokens/s.
 - achieved bandwidth = bytes one step reads (every weight except the embedding
   table, a tied LM head included once, plus the KV cache at the mean context)
-  × steps/s, and its fraction of hardware.probe's measured read bandwidth.
+  × steps/s, and its fraction of the read bandwidth that
+  hardware.measure_bandwidth measures right before that row's run (a shared
+  machine's bandwidth drifts, so one probe at the start would not do).
 - on a GPU, also a Llama-3-8B-shaped random-weight model in bfloat16: eager,
   replayed from a CUDA Graph, and torch.compile.
 
@@ -86,30 +88,33 @@ def load_transformers(dtype, device):
     return model.to(device).eval()
 
 
-def smollm2_rows(device, dtype, args, read_bw):
+def smollm2_rows(device, dtype, args):
     model, tok = load_smollm2(device, dtype)
     prompt = torch.randint(0, model.cfg.vocab_size, (args.prompt,), generator=torch.Generator().manual_seed(0)).tolist()
     nbytes = step_bytes(model.cfg, dtype, args.prompt + args.new_tokens // 2)  # the mean context
     name = str(dtype).removeprefix("torch.")
-    results = {"llmperf plain": tpot_llmperf(model, prompt, args.new_tokens, args.repeat)}
     fast = fuse(model)
-    results["llmperf fused"] = tpot_llmperf(fast, prompt, args.new_tokens, args.repeat)
-    del fast
+    variants = {"llmperf plain": lambda: tpot_llmperf(model, prompt, args.new_tokens, args.repeat)}
     if not args.skip_transformers:
         hf = load_transformers(dtype, device)
-        results["transformers"] = tpot_transformers(hf, prompt, args.new_tokens, args.repeat, device)
-        del hf
-    return [row("smollm2-135m", name, variant, tpot, nbytes, read_bw, "read") for variant, tpot in results.items()]
+        variants["transformers"] = lambda: tpot_transformers(hf, prompt, args.new_tokens, args.repeat, device)
+    # The fused model runs last: its BLAS threads keep spinning for a moment after it stops.
+    variants["llmperf fused"] = lambda: tpot_llmperf(fast, prompt, args.new_tokens, args.repeat)
+    rows = []
+    for variant, measure in variants.items():
+        read_bw = hardware.measure_bandwidth(device)["read"]  # just before: a shared machine's bandwidth drifts
+        rows.append(row("smollm2-135m", name, variant, measure(), nbytes, read_bw, "read"))
+    return rows
 
 
 def row(model: str, dtype: str, variant: str, seconds: float, nbytes: int, probe_bw: float, probe_kind: str) -> dict:
-    """One line of the table: a step of `seconds` moving `nbytes`, against the probe's bandwidth."""
+    """One line of the table: a step of `seconds` moving `nbytes`, against the bandwidth probed just before it."""
     return {"model": model, "dtype": dtype, "variant": variant, "ms_per_token": seconds * 1e3,
             "tokens_per_s": 1 / seconds, "step_bytes": nbytes, "achieved_GBps": nbytes / seconds / 1e9,
-            "fraction_of_probe_bw": nbytes / seconds / probe_bw, "probe_bw": probe_kind}
+            "probe": probe_kind, "probe_GBps": probe_bw / 1e9, "fraction_of_probe_bw": nbytes / seconds / probe_bw}
 
 
-def gpu_rows(device, args, copy_bw):
+def gpu_rows(device, args):
     """Llama-3-8B-shaped, random weights, bf16: eager vs CUDA Graph vs torch.compile, one decode step."""
     from llmperf import build_model
     from llmperf.profile import cuda_graph_step
@@ -118,13 +123,16 @@ def gpu_rows(device, args, copy_bw):
     model = build_model(args.big, device, torch.bfloat16)
     context = args.prompt + args.new_tokens // 2
     nbytes = step_bytes(model.cfg, torch.bfloat16, context)
-    eager = bench_forward(model, context=context, repeat=20).median
     graph = cuda_graph_step(model, context=context)
-    replay = bench(graph, warmup=3, repeat=20, device=device).median
     compiled = torch.compile(model, mode="max-autotune-no-cudagraphs", dynamic=False)
-    comp = bench_forward(compiled, context=context, repeat=20, warmup=3).median
-    return [row(args.big, "bfloat16", variant, t, nbytes, copy_bw, "copy")
-            for variant, t in [("eager", eager), ("CUDA Graph", replay), ("torch.compile", comp)]]
+    variants = {"eager": lambda: bench_forward(model, context=context, repeat=20).median,
+                "CUDA Graph": lambda: bench(graph, warmup=3, repeat=20, device=device).median,
+                "torch.compile": lambda: bench_forward(compiled, context=context, repeat=20, warmup=3).median}
+    rows = []
+    for variant, measure in variants.items():
+        copy_bw = hardware.measure_bandwidth(device)["copy"]
+        rows.append(row(args.big, "bfloat16", variant, measure(), nbytes, copy_bw, "copy"))
+    return rows
 
 
 def main(argv=None) -> int:
@@ -146,19 +154,19 @@ def main(argv=None) -> int:
         p.error("need --new-tokens >= 2, --prompt >= 1 and --repeat >= 1")
 
     device = pick_device(args.device)
-    hw = hardware.probe(device)
-    read_bw = hw.measured["read_bandwidth"]
-    print(f"{environment(device)}\nread bandwidth {read_bw / 1e9:.1f} GB/s, copy {hw.measured['copy_bandwidth'] / 1e9:.1f} GB/s\n")
+    print(environment(device))
     rows = []
     for d in dtypes:
-        rows += smollm2_rows(device, DTYPES[d], args, read_bw)
+        rows += smollm2_rows(device, DTYPES[d], args)
     if device.type == "cuda":
-        rows += gpu_rows(device, args, hw.measured["copy_bandwidth"])
+        rows += gpu_rows(device, args)
 
-    print(f"{'model':14} {'dtype':9} {'variant':15} {'ms/token':>9} {'tokens/s':>9} {'GB/s':>7} {'of probe bw':>12}")
+    print(f"{'model':14} {'dtype':9} {'variant':15} {'ms/token':>9} {'tokens/s':>9} {'GB/s':>7} {'probe GB/s':>15} "
+          f"{'of probe':>9}")
     for r in rows:
         print(f"{r['model']:14} {r['dtype']:9} {r['variant']:15} {r['ms_per_token']:>9.2f} {r['tokens_per_s']:>9.1f} "
-              f"{r['achieved_GBps']:>7.1f} {r['fraction_of_probe_bw']:>7.0%} {r['probe_bw']:>4}")
+              f"{r['achieved_GBps']:>7.1f} {r['probe']:>5} {r['probe_GBps']:>9.1f} {r['fraction_of_probe_bw']:>9.0%}")
+    print("probe: the bandwidth measured (best of 10) right before each row's run; GB/s: the step's bytes / its time")
     for d in dtypes:
         by = {r["variant"]: r for r in rows if r["dtype"] == d and r["model"] == "smollm2-135m"}
         if "transformers" in by:
@@ -166,8 +174,7 @@ def main(argv=None) -> int:
                   f"transformers' tokens/s (plain: {by['llmperf plain']['tokens_per_s'] / by['transformers']['tokens_per_s']:.2f}x)")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"environment": environment(device), "read_bandwidth": read_bw,
-                       "copy_bandwidth": hw.measured["copy_bandwidth"], "rows": rows}, f, indent=2)
+            json.dump({"environment": environment(device), "rows": rows}, f, indent=2)
         print(f"wrote {args.json}")
     return 0
 

@@ -1,27 +1,35 @@
-"""A faster model for decoding: the same weights, laid out for matrix–vector products.
+"""A faster model for decoding: the same weights, fused, and one-row products on the right kernel.
 
-A decode step multiplies one activation row by every weight matrix: a
-matrix–vector product, whose speed is set by how fast the weights stream out of
-memory. On a CPU, PyTorch runs a (1 × K) @ (K × N) product on a single thread,
-and one core cannot draw all of the memory bandwidth that two or more cores can.
-`nn.Linear` also stores W as (N, K) and computes x @ Wᵀ, a slower access pattern
-for one row than reading a (K, N) matrix.
+At batch 1 a decode step multiplies one activation row by every weight matrix:
+a matrix–vector product (gemv), whose speed is set by how fast the weights
+stream out of memory. Two things keep the plain model in model.py off that roof.
 
-`fuse(model)` returns a model that computes exactly the same function with
-these changes (benchmarks/decode.py measures what they buy together):
+1. Seven products per layer where four will do. q, k and v are products of the
+   same input, and so are the gate and up activations of the MLP. `fuse` stacks
+   their matrices: one (q_dim + 2·kv_dim, d) matrix and one (2·d_ff, d) matrix per
+   layer. Fewer, larger products mean fewer dispatched ops per step.
+2. A kernel that uses one core. On a CPU in float32, PyTorch gives a one-row
+   product to a general matrix–matrix routine that runs on a single core, and one
+   core cannot draw the memory bandwidth that all of them can: it streams about
+   15 GB/s on the 2-core machine this was written on, whatever
+   torch.get_num_threads() says. NumPy's bundled BLAS (OpenBLAS in the PyPI
+   wheels) has a true gemv that splits W's rows over every core. So a one-row
+   product on a CPU in float32 goes to NumPy, on the same memory:
+   Tensor.numpy() and torch.from_numpy() share buffers, nothing is copied.
 
-1. Fused projections: q, k and v come from one (d, q_dim + 2·kv_dim) matrix, the
-   gate and up activations from one (d, 2·d_ff) matrix. Fewer, larger products,
-   fewer dispatched ops.
-2. Column blocks (float32 on a CPU): each matrix is stored transposed and split
-   into `parts` column blocks, (parts, in, out/parts), and the product runs as one
-   batched matmul (bmm), which PyTorch spreads over threads: `parts` cores stream
-   weights at once. (bfloat16 and float16 CPU kernels, and GPU kernels, already use
-   every core, so there the weights keep nn.Linear's layout.)
+Two thread pools must not share the cores at the same time. After each product
+the BLAS threads spin for a while, waiting for the next one; if PyTorch's OpenMP
+threads run the norms and attention meanwhile, the two pools fight over the
+cores and a step gets more than ten times slower. So during a one-token step on a CPU in float32,
+`FusedTransformer` runs PyTorch on one thread (its ops on 576-wide vectors gain
+nothing from a second) and leaves the cores to BLAS; it restores the thread count
+afterwards.
 
-The embedding, the norms and the rotary tables are shared with the original
-model, not copied. The plain model in model.py stays the one to read; this one
-is tested to give the same logits and the same tokens.
+bfloat16 and float16 on a CPU, batches, prompts, and every GPU keep PyTorch's own
+kernels (F.linear), which already use every core there. benchmarks/decode.py
+measures what all this buys. The plain model stays the one to read; this one is
+tested to give the same logits and the same tokens. Note that torch.profiler does
+not see NumPy's products: profile the plain model to count a step's matmuls.
 """
 
 from __future__ import annotations
@@ -33,55 +41,43 @@ from torch import nn
 from .model import Attention, FeedForward, Transformer, TransformerBlock, apply_rope
 
 
-def default_parts(device: torch.device, dtype: torch.dtype) -> int:
-    """Column blocks per matrix: one per thread for float32 on a CPU, else 1.
-
-    PyTorch's bfloat16 and float16 CPU kernels, and every GPU kernel, already
-    spread a matrix–vector product over all cores; only float32 on a CPU gains.
-    """
-    return torch.get_num_threads() if device.type == "cpu" and dtype == torch.float32 else 1
+def numpy_gemv(x: torch.Tensor) -> bool:
+    """Does a product with x (..., in) go to NumPy's gemv? Only one row, float32, on a CPU."""
+    return x.device.type == "cpu" and x.dtype == torch.float32 and x.numel() == x.shape[-1]
 
 
-class BlockedLinear(nn.Module):
-    """y = x @ Wᵀ for W (out, in), stored as `parts` column blocks of Wᵀ: (parts, in, out/parts).
+class DecodeLinear(nn.Module):
+    """y = x @ Wᵀ for W (out, in), nn.Linear's layout; a single float32 CPU row goes to NumPy's gemv.
 
-    With parts=1 the weight stays in nn.Linear's (out, in) layout and F.linear does the work.
+    Run the NumPy path with PyTorch on one thread (FusedTransformer does): see the module docstring.
     """
 
-    def __init__(self, weight: torch.Tensor, parts: int):
+    def __init__(self, weight: torch.Tensor):
         super().__init__()
-        out_features, in_features = weight.shape
-        while out_features % parts:  # the largest block count <= parts that divides the width
-            parts -= 1
-        self.in_features, self.out_features, self.parts = in_features, out_features, parts
-        if parts == 1:
-            self.weight = nn.Parameter(weight.detach().clone(), requires_grad=False)  # (out, in)
-            return
-        w = weight.detach().t().reshape(in_features, parts, out_features // parts)  # (in, P, out/P)
-        self.weight = nn.Parameter(w.transpose(0, 1).contiguous(), requires_grad=False)  # (P, in, out/P)
+        self.weight = weight if isinstance(weight, nn.Parameter) else nn.Parameter(weight, requires_grad=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.parts == 1:
+        if not numpy_gemv(x):
             return F.linear(x, self.weight)
-        *lead, K = x.shape
-        rows = x.reshape(1, -1, K)  # (1, M, in), M = all leading dims
-        y = torch.bmm(rows.expand(self.parts, -1, K), self.weight)  # (P, M, out/P): one block per thread
-        if rows.shape[1] == 1:  # one row (a decode step at batch 1): (P, 1, out/P) already is (1, out)
-            return y.view(*lead, self.out_features)
-        return y.transpose(0, 1).reshape(*lead, self.out_features)  # (..., out), blocks side by side
+        y = self.weight.detach().numpy() @ x.detach().reshape(-1).numpy()  # (out, in) @ (in,) -> (out,)
+        return torch.from_numpy(y).view(*x.shape[:-1], -1)  # (..., out), sharing y's memory
 
 
 class FusedAttention(Attention):
-    """Attention whose q, k, v projections are one blocked matrix."""
+    """Attention whose q, k, v projections are one matrix."""
 
-    def __init__(self, attn: Attention, parts: int):
+    def __init__(self, attn: Attention):
         nn.Module.__init__(self)
         self.n_heads, self.n_kv_heads, self.head_dim = attn.n_heads, attn.n_kv_heads, attn.head_dim
-        self.wqkv = BlockedLinear(torch.cat([attn.wq.weight, attn.wk.weight, attn.wv.weight]), parts)
-        self.wo = BlockedLinear(attn.wo.weight, parts)
+        self.wqkv = DecodeLinear(torch.cat([attn.wq.weight, attn.wk.weight, attn.wv.weight]))  # (q+2kv, d)
+        self.wo = DecodeLinear(attn.wo.weight)  # shared with the plain model
+
+    def project_qkv(self, x):
+        kv_dim = self.n_kv_heads * self.head_dim
+        return self.wqkv(x).split([self.n_heads * self.head_dim, kv_dim, kv_dim], dim=-1)
 
     def rotated_heads(self, x, cos, sin):
-        """One matmul for q, k and v, and one rotation for q and k together (they are adjacent heads)."""
+        """One product for q, k and v, and one rotation for q and k together (they are adjacent heads)."""
         B, S, _ = x.shape
         H, Hkv = self.n_heads, self.n_kv_heads
         qkv = self.wqkv(x).view(B, S, H + 2 * Hkv, self.head_dim)  # (B, S, H + 2·Hkv, hd)
@@ -91,39 +87,51 @@ class FusedAttention(Attention):
 
 
 class FusedFeedForward(FeedForward):
-    """SwiGLU whose gate (w1) and up (w3) projections are one blocked matrix."""
+    """SwiGLU whose gate (w1) and up (w3) projections are one matrix."""
 
-    def __init__(self, ff: FeedForward, parts: int):
+    def __init__(self, ff: FeedForward):
         nn.Module.__init__(self)
-        self.w13 = BlockedLinear(torch.cat([ff.w1.weight, ff.w3.weight]), parts)
-        self.w2 = BlockedLinear(ff.w2.weight, parts)
+        self.w13 = DecodeLinear(torch.cat([ff.w1.weight, ff.w3.weight]))  # (2·d_ff, d)
+        self.w2 = DecodeLinear(ff.w2.weight)  # shared with the plain model
 
     def project_gate_up(self, x):
         return self.w13(x).chunk(2, dim=-1)
 
 
-@torch.no_grad()
-def fuse(model: Transformer, parts: int | None = None) -> Transformer:
-    """A copy of `model` with fused, transposed, column-blocked weights (see the module docstring).
+class FusedTransformer(Transformer):
+    """The Transformer with fused layers; one-token float32 CPU steps run PyTorch on one thread."""
 
-    Takes as much extra memory as the model's matrices (the originals are kept).
+    def forward(self, tokens: torch.Tensor, input_pos: torch.Tensor | None = None,
+                cache=None, last_only: bool = False) -> torch.Tensor:
+        if not (tokens.numel() == 1 and self.device.type == "cpu" and self.dtype == torch.float32):
+            return super().forward(tokens, input_pos, cache, last_only)
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)  # the cores belong to BLAS's gemv threads during this step
+        try:
+            return super().forward(tokens, input_pos, cache, last_only)
+        finally:
+            torch.set_num_threads(threads)
+
+
+@torch.no_grad()
+def fuse(model: Transformer) -> FusedTransformer:
+    """A model computing the same function as `model` with fused q/k/v and gate/up matrices.
+
+    Shares every tensor it does not fuse (embedding, norms, wo, w2, LM head, rotary
+    tables) with `model`; the fused matrices are new, so it takes extra memory equal
+    to the q, k, v, gate and up matrices.
     """
-    parts = parts or default_parts(model.device, model.dtype)
-    if parts < 1:
-        raise ValueError(f"parts must be at least 1, got {parts}.")
     with torch.device("meta"):  # the skeleton only; every module is replaced below
-        fast = Transformer(model.cfg, attn_impl=model.attn_impl)
-    fast.tok_embeddings, fast.norm = model.tok_embeddings, model.norm  # shared, not copied
+        fast = FusedTransformer(model.cfg, attn_impl=model.attn_impl)
+    fast.tok_embeddings, fast.norm = model.tok_embeddings, model.norm
     fast.layers = nn.ModuleList()
     for layer in model.layers:
         block = TransformerBlock.__new__(TransformerBlock)
         nn.Module.__init__(block)
         block.attention_norm, block.ffn_norm = layer.attention_norm, layer.ffn_norm
-        block.attention = FusedAttention(layer.attention, parts)
-        block.feed_forward = FusedFeedForward(layer.feed_forward, parts)
+        block.attention = FusedAttention(layer.attention)
+        block.feed_forward = FusedFeedForward(layer.feed_forward)
         fast.layers.append(block)
-    fast.output = BlockedLinear(model.output.weight, parts)
+    fast.output = DecodeLinear(model.output.weight)  # shared: for tied models, the embedding
     fast.rope_cos, fast.rope_sin = model.rope_cos, model.rope_sin
     return fast.eval()
-
-

@@ -26,7 +26,8 @@ def test_decode_benchmark_writes_its_table(tmp_path, capsys):
     for r in table["rows"]:
         assert r["tokens_per_s"] == pytest.approx(1e3 / r["ms_per_token"])
         assert r["achieved_GBps"] * 1e9 == pytest.approx(r["step_bytes"] * r["tokens_per_s"])
-        assert r["fraction_of_probe_bw"] == pytest.approx(r["achieved_GBps"] * 1e9 / table["read_bandwidth"])
+        assert r["fraction_of_probe_bw"] == pytest.approx(r["achieved_GBps"] / r["probe_GBps"])
+        assert r["probe"] == "read" and r["probe_GBps"] > 0
     assert "llmperf fused" in capsys.readouterr().out
 
 

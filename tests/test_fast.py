@@ -1,35 +1,49 @@
-"""The fast decode path computes the same function as the plain model."""
+"""The fast decode path computes the same function as the plain model, and keeps its thread pools apart."""
 
 import pytest
 import torch
 
 from llmperf import generate
-from llmperf.fast import BlockedLinear, fuse
+from llmperf.fast import DecodeLinear, fuse, numpy_gemv
 from tests.test_model import cached_logits
 
 
-@pytest.mark.parametrize("parts", [1, 2, 3, 4])
-def test_blocked_linear_equals_linear(parts):
-    w = torch.randn(12, 5, generator=torch.Generator().manual_seed(0))
-    x = torch.randn(2, 3, 5, generator=torch.Generator().manual_seed(1))
-    layer = BlockedLinear(w, parts)
-    assert 12 % layer.parts == 0 and layer.parts <= parts  # 12 is not divisible by 5: parts shrinks
-    assert torch.allclose(layer(x), x @ w.t(), atol=1e-6)
-    one_row = x[:1, :1]  # (1, 1, 5): the single-row fast path
-    assert torch.allclose(layer(one_row), one_row @ w.t(), atol=1e-6)
+@pytest.mark.parametrize("shape", [(1, 1, 5), (2, 3, 5), (1, 5)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_decode_linear_equals_linear(shape, dtype):
+    w = torch.randn(12, 5, generator=torch.Generator().manual_seed(0)).to(dtype)
+    x = torch.randn(*shape, generator=torch.Generator().manual_seed(1)).to(dtype)
+    y = DecodeLinear(w)(x)
+    assert y.shape == (*shape[:-1], 12) and y.dtype == dtype
+    assert torch.allclose(y.float(), (x @ w.t()).float(), atol=1e-6 if dtype == torch.float32 else 1e-2)
 
 
-def test_blocked_linear_shrinks_parts_to_a_divisor():
-    assert BlockedLinear(torch.zeros(10, 4), 4).parts == 2
+def test_only_one_float32_cpu_row_goes_to_numpy():
+    assert numpy_gemv(torch.zeros(1, 1, 8))
+    assert not numpy_gemv(torch.zeros(2, 1, 8))  # a batch: PyTorch's matmul
+    assert not numpy_gemv(torch.zeros(1, 4, 8))  # a prompt
+    assert not numpy_gemv(torch.zeros(1, 1, 8, dtype=torch.bfloat16))  # NumPy has no bfloat16
 
 
-@pytest.mark.parametrize("parts", [1, 2, 4])
-def test_fused_tiny_matches_plain(tiny, parts):
-    fast = fuse(tiny, parts=parts)
-    tokens = torch.randint(0, tiny.cfg.vocab_size, (2, 16), generator=torch.Generator().manual_seed(5))
+@pytest.mark.parametrize("batch", [1, 2])
+def test_fused_tiny_matches_plain(tiny, batch):
+    fast = fuse(tiny)
+    tokens = torch.randint(0, tiny.cfg.vocab_size, (batch, 16), generator=torch.Generator().manual_seed(5))
     with torch.inference_mode():
         assert torch.allclose(fast(tokens), tiny(tokens), atol=1e-5)
     assert torch.allclose(cached_logits(fast, tokens, 6), cached_logits(tiny, tokens, 6), atol=1e-5)
+
+
+def test_one_token_step_runs_torch_on_one_thread(tiny):
+    """During a float32 CPU decode step PyTorch uses one thread (BLAS has the cores); prompts keep all of them."""
+    fast, seen = fuse(tiny), []
+    fast.layers[0].register_forward_hook(lambda *_: seen.append(torch.get_num_threads()))
+    before = torch.get_num_threads()
+    with torch.inference_mode():
+        fast(torch.zeros(1, 4, dtype=torch.long))  # a prompt
+        fast(torch.zeros(1, 1, dtype=torch.long))  # one token, no cache: still a one-row step
+    assert seen == [before, 1]
+    assert torch.get_num_threads() == before  # restored afterwards
 
 
 def test_fused_smollm2_same_logits_and_tokens(smollm2):
@@ -42,12 +56,18 @@ def test_fused_smollm2_same_logits_and_tokens(smollm2):
     assert generate(fast, prompt, 32).tolist() == generate(model, prompt, 32).tolist()
 
 
-def test_fuse_shares_embedding_and_norms(tiny):
+def test_fuse_shares_what_it_does_not_fuse(tiny):
     fast = fuse(tiny)
     assert fast.tok_embeddings is tiny.tok_embeddings and fast.norm is tiny.norm
     assert fast.layers[0].attention_norm is tiny.layers[0].attention_norm
+    assert fast.layers[0].attention.wo.weight is tiny.layers[0].attention.wo.weight
+    assert fast.output.weight is tiny.output.weight
+    extra = sum(p.numel() for p in fast.parameters()) - sum(p.numel() for p in tiny.parameters())
+    assert extra == 0  # each stacked matrix stands in for the q, k, v (or gate, up) matrices it holds
 
 
-def test_fuse_rejects_bad_parts(tiny):
-    with pytest.raises(ValueError, match="parts must be at least 1"):
-        fuse(tiny, parts=-1)
+def test_fused_model_splits_qkv_like_the_plain_one(tiny):
+    x = torch.randn(1, 3, tiny.cfg.d_model, generator=torch.Generator().manual_seed(2))
+    fused = fuse(tiny).layers[0].attention.project_qkv(x)
+    for a, b in zip(fused, tiny.layers[0].attention.project_qkv(x)):
+        assert torch.allclose(a, b, atol=1e-6)
