@@ -30,6 +30,7 @@ import time
 import torch
 
 from llmperf import cost, hardware, load_smollm2, stream
+from llmperf.config import get_config
 from llmperf.device import environment, pick_device, synchronize
 from llmperf.fast import fuse
 
@@ -114,8 +115,9 @@ def row(model: str, dtype: str, variant: str, seconds: float, nbytes: int, probe
             "probe": probe_kind, "probe_GBps": probe_bw / 1e9, "fraction_of_probe_bw": nbytes / seconds / probe_bw}
 
 
-def gpu_rows(device, args):
-    """Llama-3-8B-shaped, random weights, bf16: eager vs CUDA Graph vs torch.compile, one decode step."""
+def big_rows(device, args):
+    """A big random-weight model (default Llama-3-8B-shaped) in bfloat16, one decode step: eager,
+    replayed from a CUDA Graph (CUDA only), and torch.compile (unless --skip-compile)."""
     from llmperf import build_model
     from llmperf.profile import cuda_graph_step
     from llmperf.timing import bench, bench_forward
@@ -123,11 +125,13 @@ def gpu_rows(device, args):
     model = build_model(args.big, device, torch.bfloat16)
     context = args.prompt + args.new_tokens // 2
     nbytes = step_bytes(model.cfg, torch.bfloat16, context)
-    graph = cuda_graph_step(model, context=context)
-    compiled = torch.compile(model, mode="max-autotune-no-cudagraphs", dynamic=False)
-    variants = {"eager": lambda: bench_forward(model, context=context, repeat=20).median,
-                "CUDA Graph": lambda: bench(graph, warmup=3, repeat=20, device=device).median,
-                "torch.compile": lambda: bench_forward(compiled, context=context, repeat=20, warmup=3).median}
+    variants = {"eager": lambda: bench_forward(model, context=context, repeat=20).median}
+    if device.type == "cuda":
+        graph = cuda_graph_step(model, context=context)
+        variants["CUDA Graph"] = lambda: bench(graph, warmup=3, repeat=20, device=device).median
+    if not args.skip_compile:
+        compiled = torch.compile(model, dynamic=False)  # default mode: no CUDA Graphs of its own
+        variants["torch.compile"] = lambda: bench_forward(compiled, context=context, repeat=20, warmup=3).median
     rows = []
     for variant, measure in variants.items():
         copy_bw = hardware.measure_bandwidth(device)["copy"]
@@ -142,7 +146,8 @@ def main(argv=None) -> int:
     p.add_argument("--prompt", type=int, default=128)
     p.add_argument("--new-tokens", type=int, default=128)
     p.add_argument("--repeat", type=int, default=3)
-    p.add_argument("--big", default="llama-3-8b", help="preset for the GPU-only rows")
+    p.add_argument("--big", default="llama-3-8b", help="preset for the GPU-only rows (random weights, bfloat16)")
+    p.add_argument("--skip-compile", action="store_true", help="leave out the torch.compile row (compiling takes minutes)")
     p.add_argument("--skip-transformers", action="store_true")
     p.add_argument("--json", default=None, help="also write the table to this file")
     args = p.parse_args(argv)
@@ -152,6 +157,10 @@ def main(argv=None) -> int:
         p.error(f"unknown dtype(s) {unknown}; choose from {list(DTYPES)}")
     if args.new_tokens < 2 or args.prompt < 1 or args.repeat < 1:
         p.error("need --new-tokens >= 2, --prompt >= 1 and --repeat >= 1")
+    try:
+        get_config(args.big)
+    except ValueError as e:
+        p.error(str(e))
 
     device = pick_device(args.device)
     print(environment(device))
@@ -159,7 +168,7 @@ def main(argv=None) -> int:
     for d in dtypes:
         rows += smollm2_rows(device, DTYPES[d], args)
     if device.type == "cuda":
-        rows += gpu_rows(device, args)
+        rows += big_rows(device, args)
 
     print(f"{'model':14} {'dtype':9} {'variant':15} {'ms/token':>9} {'tokens/s':>9} {'GB/s':>7} {'probe GB/s':>15} "
           f"{'of probe':>9}")

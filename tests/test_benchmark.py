@@ -5,6 +5,7 @@ import json
 import pathlib
 
 import pytest
+import torch
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -31,6 +32,18 @@ def test_decode_benchmark_writes_its_table(tmp_path, capsys):
     assert "llmperf fused" in capsys.readouterr().out
 
 
-def test_decode_benchmark_rejects_unknown_dtype():
+@pytest.mark.parametrize("argv", [["--dtypes", "float8"], ["--big", "llama-9b"], ["--new-tokens", "1"]])
+def test_decode_benchmark_rejects_bad_arguments(argv, capsys):
     with pytest.raises(SystemExit):
-        load_benchmark().main(["--dtypes", "float8"])
+        load_benchmark().main(argv)
+    assert "error:" in capsys.readouterr().err
+
+
+def test_big_model_rows_run_eagerly_anywhere():
+    """The GPU-only rows, on a CPU with the tiny preset: the eager row (CUDA Graph and compile left out)."""
+    import argparse
+
+    args = argparse.Namespace(big="tiny", prompt=4, new_tokens=4, skip_compile=True)
+    rows = load_benchmark().big_rows(torch.device("cpu"), args)
+    assert [r["variant"] for r in rows] == ["eager"]
+    assert rows[0]["probe"] == "copy" and rows[0]["dtype"] == "bfloat16" and rows[0]["ms_per_token"] > 0
