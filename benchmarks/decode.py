@@ -149,6 +149,7 @@ def main(argv=None) -> int:
     p.add_argument("--big", default="llama-3-8b", help="preset for the GPU-only rows (random weights, bfloat16)")
     p.add_argument("--skip-compile", action="store_true", help="leave out the torch.compile row (compiling takes minutes)")
     p.add_argument("--skip-transformers", action="store_true")
+    p.add_argument("--skip-smollm2", action="store_true", help="only the big random-weight rows (on a GPU)")
     p.add_argument("--json", default=None, help="also write the table to this file")
     args = p.parse_args(argv)
     dtypes = [d.strip() for d in args.dtypes.split(",")]
@@ -163,9 +164,11 @@ def main(argv=None) -> int:
         p.error(str(e))
 
     device = pick_device(args.device)
+    if args.skip_smollm2 and device.type != "cuda":
+        p.error(f"--skip-smollm2 leaves nothing to measure on {device.type}: the big-model rows run on CUDA only.")
     print(environment(device))
     rows = []
-    for d in dtypes:
+    for d in [] if args.skip_smollm2 else dtypes:
         rows += smollm2_rows(device, DTYPES[d], args)
     if device.type == "cuda":
         rows += big_rows(device, args)

@@ -32,7 +32,8 @@ def test_decode_benchmark_writes_its_table(tmp_path, capsys):
     assert "llmperf fused" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("argv", [["--dtypes", "float8"], ["--big", "llama-9b"], ["--new-tokens", "1"]])
+@pytest.mark.parametrize("argv", [["--dtypes", "float8"], ["--big", "llama-9b"], ["--new-tokens", "1"],
+                                  ["--device", "cpu", "--skip-smollm2"]])
 def test_decode_benchmark_rejects_bad_arguments(argv, capsys):
     with pytest.raises(SystemExit):
         load_benchmark().main(argv)
