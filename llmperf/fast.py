@@ -13,20 +13,22 @@ stream out of memory. Two things keep the plain model in model.py off that roof.
    core cannot draw the memory bandwidth that all of them can: it streams about
    15 GB/s on the 2-core machine this was written on, whatever
    torch.get_num_threads() says. NumPy's bundled BLAS (OpenBLAS in the PyPI
-   wheels) has a true gemv that splits W's rows over every core. So a one-row
+   wheels) has a true gemv that splits the work over every core. So a one-row
    product on a CPU in float32 goes to NumPy, on the same memory:
    Tensor.numpy() and torch.from_numpy() share buffers, nothing is copied.
 
 Two thread pools must not share the cores at the same time. After each product
 the BLAS threads spin for a while, waiting for the next one; if PyTorch's OpenMP
 threads run the norms and attention meanwhile, the two pools fight over the
-cores and a step gets more than ten times slower. So during a one-token step on a CPU in float32,
-`FusedTransformer` runs PyTorch on one thread (its ops on 576-wide vectors gain
-nothing from a second) and leaves the cores to BLAS; it restores the thread count
-afterwards.
+cores and a step gets more than ten times slower. So during a one-token step on
+a CPU in float32, `FusedTransformer` runs PyTorch on one thread (its ops on
+576-wide vectors gain nothing from a second) and leaves the cores to BLAS; it
+restores the thread count afterwards.
 
-bfloat16 and float16 on a CPU, batches, prompts, and every GPU keep PyTorch's own
-kernels (F.linear), which already use every core there. benchmarks/decode.py
+Everything else keeps PyTorch's F.linear: prompts and batches (several rows make
+a matrix–matrix product, which PyTorch spreads over the cores), bfloat16 and
+float16 (NumPy has no bfloat16; PyTorch's CPU kernels for both use every core),
+GPUs, and any call with autograd on (NumPy carries no gradients). benchmarks/decode.py
 measures what all this buys. The plain model stays the one to read; this one is
 tested to give the same logits and the same tokens. Note that torch.profiler does
 not see NumPy's products: profile the plain model to count a step's matmuls.
@@ -41,9 +43,12 @@ from torch import nn
 from .model import Attention, FeedForward, Transformer, TransformerBlock, apply_rope
 
 
-def numpy_gemv(x: torch.Tensor) -> bool:
-    """Does a product with x (..., in) go to NumPy's gemv? Only one row, float32, on a CPU."""
-    return x.device.type == "cpu" and x.dtype == torch.float32 and x.numel() == x.shape[-1]
+def numpy_gemv(rows: int, device: torch.device, dtype: torch.dtype) -> bool:
+    """Do products with `rows` input rows go to NumPy's gemv? One float32 row on a CPU, outside autograd.
+
+    (NumPy cannot carry gradients, so with autograd on, every product stays in PyTorch.)
+    """
+    return rows == 1 and device.type == "cpu" and dtype == torch.float32 and not torch.is_grad_enabled()
 
 
 class DecodeLinear(nn.Module):
@@ -57,7 +62,7 @@ class DecodeLinear(nn.Module):
         self.weight = weight if isinstance(weight, nn.Parameter) else nn.Parameter(weight, requires_grad=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if not numpy_gemv(x):
+        if not numpy_gemv(x.numel() // x.shape[-1], x.device, x.dtype):
             return F.linear(x, self.weight)
         y = self.weight.detach().numpy() @ x.detach().reshape(-1).numpy()  # (out, in) @ (in,) -> (out,)
         return torch.from_numpy(y).view(*x.shape[:-1], -1)  # (..., out), sharing y's memory
@@ -99,11 +104,11 @@ class FusedFeedForward(FeedForward):
 
 
 class FusedTransformer(Transformer):
-    """The Transformer with fused layers; one-token float32 CPU steps run PyTorch on one thread."""
+    """The Transformer with fused layers; steps that use NumPy's gemv run PyTorch on one thread."""
 
     def forward(self, tokens: torch.Tensor, input_pos: torch.Tensor | None = None,
                 cache=None, last_only: bool = False) -> torch.Tensor:
-        if not (tokens.numel() == 1 and self.device.type == "cpu" and self.dtype == torch.float32):
+        if not numpy_gemv(tokens.numel(), self.device, self.dtype):
             return super().forward(tokens, input_pos, cache, last_only)
         threads = torch.get_num_threads()
         torch.set_num_threads(1)  # the cores belong to BLAS's gemv threads during this step

@@ -18,11 +18,21 @@ def test_decode_linear_equals_linear(shape, dtype):
     assert torch.allclose(y.float(), (x @ w.t()).float(), atol=1e-6 if dtype == torch.float32 else 1e-2)
 
 
-def test_only_one_float32_cpu_row_goes_to_numpy():
-    assert numpy_gemv(torch.zeros(1, 1, 8))
-    assert not numpy_gemv(torch.zeros(2, 1, 8))  # a batch: PyTorch's matmul
-    assert not numpy_gemv(torch.zeros(1, 4, 8))  # a prompt
-    assert not numpy_gemv(torch.zeros(1, 1, 8, dtype=torch.bfloat16))  # NumPy has no bfloat16
+def test_only_one_float32_cpu_row_outside_autograd_goes_to_numpy():
+    cpu = torch.device("cpu")
+    with torch.inference_mode():
+        assert numpy_gemv(1, cpu, torch.float32)
+        assert not numpy_gemv(2, cpu, torch.float32)  # a batch or a prompt: PyTorch's matmul
+        assert not numpy_gemv(1, cpu, torch.bfloat16)  # NumPy has no bfloat16
+        assert not numpy_gemv(1, torch.device("cuda"), torch.float32)
+    assert not numpy_gemv(1, cpu, torch.float32)  # autograd on: NumPy would drop the gradient
+
+
+def test_fused_model_keeps_gradients_flowing(tiny):
+    fast = fuse(tiny)
+    x = torch.randn(1, 1, tiny.cfg.d_model, requires_grad=True)
+    fast.layers[0].attention.wo(x).sum().backward()
+    assert x.grad is not None and x.grad.abs().sum() > 0
 
 
 @pytest.mark.parametrize("batch", [1, 2])
