@@ -12,8 +12,11 @@ Same machine, same run, same SmolLM2 weights, dtype and device: batch 1, a
   × steps/s, and its fraction of the read bandwidth that
   hardware.measure_bandwidth measures right before that row's run (a shared
   machine's bandwidth drifts, so one probe at the start would not do).
-- on a GPU, also a Llama-3-8B-shaped random-weight model in bfloat16: eager,
-  replayed from a CUDA Graph, and torch.compile.
+- on CUDA, also a big random-weight model in bfloat16 (--big, default
+  llama-3-8b), one decode step at the mean context with a static cache: eager,
+  replayed from a CUDA Graph, and torch.compile (--skip-compile leaves it out),
+  against the copy bandwidth probed before each row. --skip-smollm2 runs only
+  these rows (for a GPU machine without the SmolLM2 weights).
 
     python benchmarks/decode.py [--dtypes float32,bfloat16] [--repeat 3] [--json out.json]
 """
@@ -31,8 +34,9 @@ import torch
 
 from llmperf import cost, hardware, load_smollm2, stream
 from llmperf.config import get_config
-from llmperf.device import environment, pick_device, synchronize
+from llmperf.device import check_dtype, environment, pick_device, synchronize
 from llmperf.fast import fuse
+from llmperf.weights import check_fits
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -89,22 +93,62 @@ def load_transformers(dtype, device):
     return model.to(device).eval()
 
 
+def setup(device) -> dict:
+    """environment() plus NumPy and its BLAS, which run the fused model's float32 CPU products."""
+    import numpy as np
+
+    blas = np.show_config(mode="dicts").get("Build Dependencies", {}).get("blas", {})
+    env = {k: v for k, v in environment(device).items() if k != "dtype"}  # each row names its dtype
+    return {**env, "numpy": np.__version__,
+            "numpy_blas": f"{blas.get('name', '?')} {blas.get('version', '')}".strip()}
+
+
+def mean_context(args) -> int:
+    """Tokens in the cache, averaged over the generated tokens: the context the bytes are counted at."""
+    return args.prompt + args.new_tokens // 2
+
+
 def smollm2_rows(device, dtype, args):
     model, tok = load_smollm2(device, dtype)
     prompt = torch.randint(0, model.cfg.vocab_size, (args.prompt,), generator=torch.Generator().manual_seed(0)).tolist()
-    nbytes = step_bytes(model.cfg, dtype, args.prompt + args.new_tokens // 2)  # the mean context
-    name = str(dtype).removeprefix("torch.")
     fast = fuse(model)
     variants = {"llmperf plain": lambda: tpot_llmperf(model, prompt, args.new_tokens, args.repeat)}
     if not args.skip_transformers:
         hf = load_transformers(dtype, device)
         variants["transformers"] = lambda: tpot_transformers(hf, prompt, args.new_tokens, args.repeat, device)
-    # The fused model runs last: its BLAS threads keep spinning for a moment after it stops.
+    # The fused model runs last: its BLAS threads keep spinning for a moment after it stops (see llmperf.fast).
     variants["llmperf fused"] = lambda: tpot_llmperf(fast, prompt, args.new_tokens, args.repeat)
+    nbytes = step_bytes(model.cfg, dtype, mean_context(args))
+    return measure_rows("smollm2-135m", dtype, variants, nbytes, device, "read")
+
+
+def big_rows(device, args):
+    """A big random-weight model (default Llama-3-8B-shaped) in bfloat16, one decode step with a static
+    cache: eager, replayed from a CUDA Graph (CUDA only), and torch.compile (unless --skip-compile)."""
+    from llmperf import build_model
+    from llmperf.profile import cuda_graph_step
+    from llmperf.timing import bench, bench_forward
+
+    model = build_model(args.big, device, torch.bfloat16)
+    context = mean_context(args)
+    variants = {"eager": lambda: bench_forward(model, context=context, repeat=20, static=True).median}
+    if device.type == "cuda":
+        graph = cuda_graph_step(model, context=context)
+        variants["CUDA Graph"] = lambda: bench(graph, warmup=3, repeat=20, device=device).median
+    if not args.skip_compile:
+        compiled = torch.compile(model, dynamic=False)  # default mode: no CUDA Graphs of its own
+        bench_forward(compiled, context=context, warmup=1, repeat=1, static=True)  # compile now, not in the timing
+        variants["torch.compile"] = lambda: bench_forward(compiled, context=context, repeat=20, static=True).median
+    return measure_rows(args.big, torch.bfloat16, variants, step_bytes(model.cfg, torch.bfloat16, context),
+                        device, "copy")
+
+
+def measure_rows(model: str, dtype: torch.dtype, variants: dict, nbytes: int, device, probe: str) -> list[dict]:
+    """Run each variant (a function returning seconds per step), each right after its own bandwidth probe."""
     rows = []
-    for variant, measure in variants.items():
-        read_bw = hardware.measure_bandwidth(device)["read"]  # just before: a shared machine's bandwidth drifts
-        rows.append(row("smollm2-135m", name, variant, measure(), nbytes, read_bw, "read"))
+    for variant, seconds_per_step in variants.items():
+        bandwidth = hardware.measure_bandwidth(device)[probe]  # just before: a shared machine's bandwidth drifts
+        rows.append(row(model, str(dtype).removeprefix("torch."), variant, seconds_per_step(), nbytes, bandwidth, probe))
     return rows
 
 
@@ -115,28 +159,16 @@ def row(model: str, dtype: str, variant: str, seconds: float, nbytes: int, probe
             "probe": probe_kind, "probe_GBps": probe_bw / 1e9, "fraction_of_probe_bw": nbytes / seconds / probe_bw}
 
 
-def big_rows(device, args):
-    """A big random-weight model (default Llama-3-8B-shaped) in bfloat16, one decode step: eager,
-    replayed from a CUDA Graph (CUDA only), and torch.compile (unless --skip-compile)."""
-    from llmperf import build_model
-    from llmperf.profile import cuda_graph_step
-    from llmperf.timing import bench, bench_forward
-
-    model = build_model(args.big, device, torch.bfloat16)
-    context = args.prompt + args.new_tokens // 2
-    nbytes = step_bytes(model.cfg, torch.bfloat16, context)
-    variants = {"eager": lambda: bench_forward(model, context=context, repeat=20).median}
-    if device.type == "cuda":
-        graph = cuda_graph_step(model, context=context)
-        variants["CUDA Graph"] = lambda: bench(graph, warmup=3, repeat=20, device=device).median
-    if not args.skip_compile:
-        compiled = torch.compile(model, dynamic=False)  # default mode: no CUDA Graphs of its own
-        variants["torch.compile"] = lambda: bench_forward(compiled, context=context, repeat=20, warmup=3).median
-    rows = []
-    for variant, measure in variants.items():
-        copy_bw = hardware.measure_bandwidth(device)["copy"]
-        rows.append(row(args.big, "bfloat16", variant, measure(), nbytes, copy_bw, "copy"))
-    return rows
+def check_big_model(device, args) -> None:
+    """Refuse, before any measurement, a big model that cannot run here (ValueError or MemoryError)."""
+    cfg = get_config(args.big)
+    if device.type != "cuda":
+        return  # its rows are CUDA-only
+    check_dtype(device, torch.bfloat16)
+    check_fits(cfg, device, torch.bfloat16)
+    if args.prompt + args.new_tokens > cfg.max_seq_len:
+        raise ValueError(f"--prompt + --new-tokens = {args.prompt + args.new_tokens} tokens, more than "
+                         f"{cfg.name}'s max_seq_len of {cfg.max_seq_len}.")
 
 
 def main(argv=None) -> int:
@@ -146,10 +178,11 @@ def main(argv=None) -> int:
     p.add_argument("--prompt", type=int, default=128)
     p.add_argument("--new-tokens", type=int, default=128)
     p.add_argument("--repeat", type=int, default=3)
-    p.add_argument("--big", default="llama-3-8b", help="preset for the GPU-only rows (random weights, bfloat16)")
-    p.add_argument("--skip-compile", action="store_true", help="leave out the torch.compile row (compiling takes minutes)")
+    p.add_argument("--big", default="llama-3-8b", help="preset for the CUDA-only rows (random weights, bfloat16)")
+    p.add_argument("--skip-compile", action="store_true",
+                   help="leave out the CUDA-only torch.compile row (compiling takes minutes)")
     p.add_argument("--skip-transformers", action="store_true")
-    p.add_argument("--skip-smollm2", action="store_true", help="only the big random-weight rows (on a GPU)")
+    p.add_argument("--skip-smollm2", action="store_true", help="only the big random-weight rows (CUDA only)")
     p.add_argument("--json", default=None, help="also write the table to this file")
     args = p.parse_args(argv)
     dtypes = [d.strip() for d in args.dtypes.split(",")]
@@ -159,14 +192,17 @@ def main(argv=None) -> int:
     if args.new_tokens < 2 or args.prompt < 1 or args.repeat < 1:
         p.error("need --new-tokens >= 2, --prompt >= 1 and --repeat >= 1")
     try:
-        get_config(args.big)
-    except ValueError as e:
+        device = pick_device(args.device)
+    except (RuntimeError, ValueError) as e:  # a device this machine lacks
         p.error(str(e))
-
-    device = pick_device(args.device)
     if args.skip_smollm2 and device.type != "cuda":
         p.error(f"--skip-smollm2 leaves nothing to measure on {device.type}: the big-model rows run on CUDA only.")
-    print(environment(device))
+    try:
+        check_big_model(device, args)
+    except (ValueError, MemoryError) as e:  # an unknown preset, a dtype the GPU lacks, too little memory, too long
+        p.error(str(e))
+    env = setup(device)
+    print(env)
     rows = []
     for d in [] if args.skip_smollm2 else dtypes:
         rows += smollm2_rows(device, DTYPES[d], args)
@@ -186,7 +222,7 @@ def main(argv=None) -> int:
                   f"transformers' tokens/s (plain: {by['llmperf plain']['tokens_per_s'] / by['transformers']['tokens_per_s']:.2f}x)")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"environment": environment(device), "rows": rows}, f, indent=2)
+            json.dump({"environment": env, "rows": rows}, f, indent=2)
         print(f"wrote {args.json}")
     return 0
 

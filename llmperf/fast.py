@@ -20,21 +20,33 @@ stream out of memory. Two things keep the plain model in model.py off that roof.
 Two thread pools must not share the cores at the same time. After each product
 the BLAS threads spin for a while, waiting for the next one; if PyTorch's OpenMP
 threads run the norms and attention meanwhile, the two pools fight over the
-cores and a step gets more than ten times slower. So during a one-token step on
-a CPU in float32, `FusedTransformer` runs PyTorch on one thread (its ops on
-576-wide vectors gain nothing from a second) and leaves the cores to BLAS; it
-restores the thread count afterwards.
+cores and a step gets more than ten times slower. So `FusedTransformer` makes a
+step that qualifies (one token of one sequence, float32, a CPU, no autograd or
+autocast) run inside `numpy_gemv()`: PyTorch on one thread (its ops on one
+token's vectors gain little from a second) and the cores left to BLAS. The
+thread count is restored afterwards. Two consequences:
+
+- For about 0.1 s after a fused step, BLAS's threads are still spinning, and
+  PyTorch work that uses all threads runs slowly: give anything timed right
+  after it a few warm-up steps (benchmarks/decode.py runs the fused model last).
+- torch.set_num_threads is process-wide: do not decode with a fused model in two
+  Python threads at once.
 
 Everything else keeps PyTorch's F.linear: prompts and batches (several rows make
-a matrix–matrix product, which PyTorch spreads over the cores), bfloat16 and
-float16 (NumPy has no bfloat16; PyTorch's CPU kernels for both use every core),
-GPUs, and any call with autograd on (NumPy carries no gradients). benchmarks/decode.py
-measures what all this buys. The plain model stays the one to read; this one is
-tested to give the same logits and the same tokens. Note that torch.profiler does
-not see NumPy's products: profile the plain model to count a step's matmuls.
+a matrix–matrix product, which PyTorch spreads over the cores), bfloat16 (NumPy
+has no such type) and float16 (NumPy has no BLAS kernel for it; PyTorch's CPU
+kernels for both use every core), GPUs, and calls with autograd on (NumPy
+carries no gradients): generate() and stream() run under inference_mode.
+benchmarks/decode.py measures what all this buys. The plain model stays the one
+to read; this one is tested to give the same logits and the same tokens.
+torch.profiler does not see NumPy's products: profile the plain model to count a
+step's matmuls.
 """
 
 from __future__ import annotations
+
+import contextvars
+from contextlib import contextmanager
 
 import torch
 import torch.nn.functional as F
@@ -42,27 +54,39 @@ from torch import nn
 
 from .model import Attention, FeedForward, Transformer, TransformerBlock, apply_rope
 
+_IN_NUMPY_GEMV = contextvars.ContextVar("llmperf_numpy_gemv", default=False)
 
-def numpy_gemv(rows: int, device: torch.device, dtype: torch.dtype) -> bool:
-    """Do products with `rows` input rows go to NumPy's gemv? One float32 row on a CPU, outside autograd.
 
-    (NumPy cannot carry gradients, so with autograd on, every product stays in PyTorch.)
-    """
-    return rows == 1 and device.type == "cpu" and dtype == torch.float32 and not torch.is_grad_enabled()
+@contextmanager
+def numpy_gemv():
+    """Within this block, DecodeLinear sends one-row products to NumPy's gemv and PyTorch runs on one thread."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the cores belong to BLAS's threads
+    flag = _IN_NUMPY_GEMV.set(True)
+    try:
+        yield
+    finally:
+        _IN_NUMPY_GEMV.reset(flag)
+        torch.set_num_threads(threads)
+
+
+def qualifies_for_numpy_gemv(tokens: torch.Tensor, model: Transformer) -> bool:
+    """Is this forward pass one for NumPy's gemv? One token of one sequence, float32 on a CPU, no autograd
+    (NumPy would drop the gradient) and no autocast (NumPy would ignore it)."""
+    return (tokens.numel() == 1 and model.device.type == "cpu" and model.dtype == torch.float32
+            and not torch.is_grad_enabled() and not torch.is_autocast_enabled("cpu"))
 
 
 class DecodeLinear(nn.Module):
-    """y = x @ Wᵀ for W (out, in), nn.Linear's layout; a single float32 CPU row goes to NumPy's gemv.
-
-    Run the NumPy path with PyTorch on one thread (FusedTransformer does): see the module docstring.
-    """
+    """y = x @ Wᵀ for W (out, in), nn.Linear's layout; inside `numpy_gemv()`, one float32 CPU row goes to NumPy."""
 
     def __init__(self, weight: torch.Tensor):
         super().__init__()
         self.weight = weight if isinstance(weight, nn.Parameter) else nn.Parameter(weight, requires_grad=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if not numpy_gemv(x.numel() // x.shape[-1], x.device, x.dtype):
+        one_float32_cpu_row = x.numel() == x.shape[-1] and x.dtype == torch.float32 and x.device.type == "cpu"
+        if not (_IN_NUMPY_GEMV.get() and one_float32_cpu_row):
             return F.linear(x, self.weight)
         y = self.weight.detach().numpy() @ x.detach().reshape(-1).numpy()  # (out, in) @ (in,) -> (out,)
         return torch.from_numpy(y).view(*x.shape[:-1], -1)  # (..., out), sharing y's memory
@@ -104,18 +128,19 @@ class FusedFeedForward(FeedForward):
 
 
 class FusedTransformer(Transformer):
-    """The Transformer with fused layers; steps that use NumPy's gemv run PyTorch on one thread."""
+    """The Transformer with fused layers; a step that qualifies runs inside `numpy_gemv()`."""
 
     def forward(self, tokens: torch.Tensor, input_pos: torch.Tensor | None = None,
                 cache=None, last_only: bool = False) -> torch.Tensor:
-        if not numpy_gemv(tokens.numel(), self.device, self.dtype):
+        if not qualifies_for_numpy_gemv(tokens, self):
             return super().forward(tokens, input_pos, cache, last_only)
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)  # the cores belong to BLAS's gemv threads during this step
-        try:
+        with numpy_gemv():
             return super().forward(tokens, input_pos, cache, last_only)
-        finally:
-            torch.set_num_threads(threads)
+
+    def _apply(self, fn, recurse=True):
+        # .to(), .cuda(), .half() ... would convert the tensors shared with the original model in place.
+        raise RuntimeError("A fused model cannot be moved or cast: it shares tensors with the model it was "
+                           "made from. Move or cast that model first, then fuse it: fuse(model.to(...)).")
 
 
 @torch.no_grad()
@@ -124,7 +149,8 @@ def fuse(model: Transformer) -> FusedTransformer:
 
     Shares every tensor it does not fuse (embedding, norms, wo, w2, LM head, rotary
     tables) with `model`; the fused matrices are new, so it takes extra memory equal
-    to the q, k, v, gate and up matrices.
+    to the q, k, v, gate and up matrices. Neither model may be moved or cast
+    afterwards (the fused one refuses to be).
     """
     with torch.device("meta"):  # the skeleton only; every module is replaced below
         fast = FusedTransformer(model.cfg, attn_impl=model.attn_impl)

@@ -87,20 +87,21 @@ def bench(fn: Callable[[], object], warmup: int = 2, repeat: int = 10,
 
 
 def bench_forward(model, batch: int = 1, new_tokens: int = 1, context: int = 0, last_only: bool = False,
-                  warmup: int = 2, repeat: int = 10) -> Timing:
+                  warmup: int = 2, repeat: int = 10, static: bool = False) -> Timing:
     """Time one cached forward pass of `new_tokens` tokens per sequence after `context` cached ones.
 
     new_tokens=1 is a decode step; context=0 and last_only=True is a prefill of
     `new_tokens` tokens (logits for the last position only, as generate's prefill).
     The cache is allocated but not filled: its values do not change the time, only
-    how many positions attention reads does. Token ids are random.
+    how many positions attention reads does. Token ids are random. `static=True`
+    uses a static cache (see KVCache), the form a CUDA Graph replays.
     """
     from .kv_cache import KVCache  # here, not at the top: timing.py is also used without a model
 
     if batch < 1 or new_tokens < 1 or context < 0:
         raise ValueError(f"Need batch >= 1, new_tokens >= 1 and context >= 0; got {batch}, {new_tokens}, {context}.")
     cfg, device = model.cfg, model.device
-    cache = KVCache(cfg, batch, context + new_tokens, dtype=model.dtype, device=device)
+    cache = KVCache(cfg, batch, context + new_tokens, dtype=model.dtype, device=device, static=static)
     tokens = torch.randint(0, cfg.vocab_size, (batch, new_tokens), device=device)
     input_pos = torch.arange(context, context + new_tokens, device=device)
 

@@ -4,35 +4,50 @@ import pytest
 import torch
 
 from llmperf import generate
-from llmperf.fast import DecodeLinear, fuse, numpy_gemv
+from llmperf.fast import DecodeLinear, fuse, numpy_gemv, qualifies_for_numpy_gemv
+from llmperf.kv_cache import CacheOverflowError, KVCache
 from tests.test_model import cached_logits
+
+
+@pytest.fixture
+def two_threads():
+    """Run the test with PyTorch on two threads, so that a switch to one is visible; restore afterwards."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield 2
+    torch.set_num_threads(before)
 
 
 @pytest.mark.parametrize("shape", [(1, 1, 5), (2, 3, 5), (1, 5)])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_decode_linear_equals_linear(shape, dtype):
+@pytest.mark.parametrize("in_numpy_gemv", [False, True])
+def test_decode_linear_equals_linear(shape, dtype, in_numpy_gemv, monkeypatch):
     w = torch.randn(12, 5, generator=torch.Generator().manual_seed(0)).to(dtype)
     x = torch.randn(*shape, generator=torch.Generator().manual_seed(1)).to(dtype)
-    y = DecodeLinear(w)(x)
+    numpy_calls = []
+    from_numpy = torch.from_numpy
+    monkeypatch.setattr(torch, "from_numpy", lambda a: numpy_calls.append(a.shape) or from_numpy(a))
+    with torch.inference_mode():
+        if in_numpy_gemv:
+            with numpy_gemv():
+                y = DecodeLinear(w)(x)
+        else:
+            y = DecodeLinear(w)(x)
     assert y.shape == (*shape[:-1], 12) and y.dtype == dtype
     assert torch.allclose(y.float(), (x @ w.t()).float(), atol=1e-6 if dtype == torch.float32 else 1e-2)
+    one_float32_row = x.numel() == x.shape[-1] and dtype == torch.float32
+    assert numpy_calls == ([(12,)] if in_numpy_gemv and one_float32_row else [])  # NumPy: one row, when asked
 
 
-def test_only_one_float32_cpu_row_outside_autograd_goes_to_numpy():
-    cpu = torch.device("cpu")
+def test_which_steps_qualify_for_numpy_gemv(tiny):
+    one, two = torch.zeros(1, 1, dtype=torch.long), torch.zeros(2, 1, dtype=torch.long)
     with torch.inference_mode():
-        assert numpy_gemv(1, cpu, torch.float32)
-        assert not numpy_gemv(2, cpu, torch.float32)  # a batch or a prompt: PyTorch's matmul
-        assert not numpy_gemv(1, cpu, torch.bfloat16)  # NumPy has no bfloat16
-        assert not numpy_gemv(1, torch.device("cuda"), torch.float32)
-    assert not numpy_gemv(1, cpu, torch.float32)  # autograd on: NumPy would drop the gradient
-
-
-def test_fused_model_keeps_gradients_flowing(tiny):
-    fast = fuse(tiny)
-    x = torch.randn(1, 1, tiny.cfg.d_model, requires_grad=True)
-    fast.layers[0].attention.wo(x).sum().backward()
-    assert x.grad is not None and x.grad.abs().sum() > 0
+        assert qualifies_for_numpy_gemv(one, tiny)
+        assert not qualifies_for_numpy_gemv(two, tiny)  # a batch (or a prompt): PyTorch's matmul
+        assert not qualifies_for_numpy_gemv(torch.zeros(1, 4, dtype=torch.long), tiny)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            assert not qualifies_for_numpy_gemv(one, tiny)  # NumPy would ignore autocast
+    assert not qualifies_for_numpy_gemv(one, tiny)  # autograd on: NumPy would drop the gradient
 
 
 @pytest.mark.parametrize("batch", [1, 2])
@@ -44,16 +59,29 @@ def test_fused_tiny_matches_plain(tiny, batch):
     assert torch.allclose(cached_logits(fast, tokens, 6), cached_logits(tiny, tokens, 6), atol=1e-5)
 
 
-def test_one_token_step_runs_torch_on_one_thread(tiny):
+def test_one_token_step_runs_torch_on_one_thread(tiny, two_threads):
     """During a float32 CPU decode step PyTorch uses one thread (BLAS has the cores); prompts keep all of them."""
     fast, seen = fuse(tiny), []
     fast.layers[0].register_forward_hook(lambda *_: seen.append(torch.get_num_threads()))
-    before = torch.get_num_threads()
     with torch.inference_mode():
         fast(torch.zeros(1, 4, dtype=torch.long))  # a prompt
         fast(torch.zeros(1, 1, dtype=torch.long))  # one token, no cache: still a one-row step
-    assert seen == [before, 1]
-    assert torch.get_num_threads() == before  # restored afterwards
+    assert seen == [two_threads, 1]
+    assert torch.get_num_threads() == two_threads  # restored afterwards
+
+
+def test_thread_count_is_restored_when_a_step_fails(tiny, two_threads):
+    fast, cache = fuse(tiny), KVCache(tiny.cfg, 1, 4)
+    with torch.inference_mode(), pytest.raises(CacheOverflowError):
+        fast(torch.zeros(1, 1, dtype=torch.long), torch.tensor([4]), cache)  # position 4 of a 4-token cache
+    assert torch.get_num_threads() == two_threads
+
+
+def test_fused_model_keeps_gradients_flowing(tiny):
+    fast = fuse(tiny)
+    x = torch.randn(1, 1, tiny.cfg.d_model, requires_grad=True)
+    fast.layers[0].attention.wo(x).sum().backward()
+    assert x.grad is not None and x.grad.abs().sum() > 0
 
 
 def test_fused_smollm2_same_logits_and_tokens(smollm2):
@@ -72,8 +100,14 @@ def test_fuse_shares_what_it_does_not_fuse(tiny):
     assert fast.layers[0].attention_norm is tiny.layers[0].attention_norm
     assert fast.layers[0].attention.wo.weight is tiny.layers[0].attention.wo.weight
     assert fast.output.weight is tiny.output.weight
-    extra = sum(p.numel() for p in fast.parameters()) - sum(p.numel() for p in tiny.parameters())
-    assert extra == 0  # each stacked matrix stands in for the q, k, v (or gate, up) matrices it holds
+    assert fast.rope_cos.data_ptr() == tiny.rope_cos.data_ptr()
+
+
+def test_fused_model_refuses_to_be_moved(tiny):
+    fast = fuse(tiny)
+    with pytest.raises(RuntimeError, match="Move or cast that model first, then fuse it"):
+        fast.to(torch.bfloat16)
+    assert tiny.dtype == torch.float32  # the shared tensors were left alone
 
 
 def test_fused_model_splits_qkv_like_the_plain_one(tiny):
