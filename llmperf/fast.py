@@ -24,7 +24,9 @@ cores and a step gets more than ten times slower. So `FusedTransformer` makes a
 step that qualifies (one token of one sequence, float32, a CPU, no autograd or
 autocast) run inside `numpy_gemv()`: PyTorch on one thread (its ops on one
 token's vectors gain little from a second) and the cores left to BLAS. The
-thread count is restored afterwards. Two consequences:
+thread count is restored afterwards, so sampling the next token runs with every
+thread again (holding one thread across the whole loop measured no faster).
+Two consequences:
 
 - For about 0.1 s after a fused step, BLAS's threads are still spinning, and
   PyTorch work that uses all threads runs slowly: give anything timed right
