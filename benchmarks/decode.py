@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
@@ -34,11 +33,10 @@ import torch
 
 from llmperf import cost, hardware, load_smollm2, stream
 from llmperf.config import get_config
-from llmperf.device import check_dtype, environment, pick_device, synchronize
+from llmperf.device import DTYPES, check_dtype, dtype_name, environment, pick_device, synchronize
 from llmperf.fast import fuse
-from llmperf.weights import check_fits
-
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+from llmperf.metrics import RequestTimes
+from llmperf.weights import check_fits, load_smollm2_transformers
 
 
 def step_bytes(cfg, dtype: torch.dtype, context: int) -> int:
@@ -50,8 +48,8 @@ def tpot_llmperf(model, prompt, new_tokens, repeat):
     """Median time per output token of llmperf's generation loop, from streamed timestamps."""
     runs = []
     for _ in range(repeat + 1):  # the first run is the warm-up
-        times = [t for _, t in stream(model, prompt, new_tokens)]
-        runs.append((times[-1] - times[0]) / (len(times) - 1))
+        sent = time.perf_counter()
+        runs.append(RequestTimes(sent, [t for _, t in stream(model, prompt, new_tokens)]).tpot)
     return statistics.median(runs[1:])
 
 
@@ -74,23 +72,12 @@ def tpot_transformers(hf_model, prompt, new_tokens, repeat, device):
     runs = []
     for _ in range(repeat + 1):
         s = Stamps()
+        sent = time.perf_counter()
         with torch.inference_mode():
             hf_model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=new_tokens,
                               min_new_tokens=new_tokens, do_sample=False, streamer=s, pad_token_id=0)
-        times = s.times[1:]  # drop the prompt's call
-        runs.append((times[-1] - times[0]) / (len(times) - 1))
+        runs.append(RequestTimes(sent, s.times[1:]).tpot)  # the streamer's first call is the prompt's
     return statistics.median(runs[1:])
-
-
-def load_transformers(dtype, device):
-    from transformers import AutoModelForCausalLM
-
-    from llmperf.weights import smollm2_gguf_path
-
-    path = smollm2_gguf_path()
-    model = AutoModelForCausalLM.from_pretrained(os.path.dirname(path), gguf_file=os.path.basename(path),
-                                                 dtype=dtype)
-    return model.to(device).eval()
 
 
 def setup(device) -> dict:
@@ -114,7 +101,7 @@ def smollm2_rows(device, dtype, args):
     fast = fuse(model)
     variants = {"llmperf plain": lambda: tpot_llmperf(model, prompt, args.new_tokens, args.repeat)}
     if not args.skip_transformers:
-        hf = load_transformers(dtype, device)
+        hf = load_smollm2_transformers(device, dtype)
         variants["transformers"] = lambda: tpot_transformers(hf, prompt, args.new_tokens, args.repeat, device)
     # The fused model runs last: its BLAS threads keep spinning for a moment after it stops (see llmperf.fast).
     variants["llmperf fused"] = lambda: tpot_llmperf(fast, prompt, args.new_tokens, args.repeat)
@@ -126,8 +113,8 @@ def big_rows(device, args):
     """A big random-weight model (default Llama-3-8B-shaped) in bfloat16, one decode step with a static
     cache: eager, replayed from a CUDA Graph (CUDA only), and torch.compile (unless --skip-compile)."""
     from llmperf import build_model
-    from llmperf.profile import cuda_graph_step
-    from llmperf.timing import bench, bench_forward
+    from llmperf.profile import bench_forward, cuda_graph_step
+    from llmperf.timing import bench
 
     model = build_model(args.big, device, torch.bfloat16)
     context = mean_context(args)
@@ -148,7 +135,7 @@ def measure_rows(model: str, dtype: torch.dtype, variants: dict, nbytes: int, de
     rows = []
     for variant, seconds_per_step in variants.items():
         bandwidth = hardware.measure_bandwidth(device)[probe]  # just before: a shared machine's bandwidth drifts
-        rows.append(row(model, str(dtype).removeprefix("torch."), variant, seconds_per_step(), nbytes, bandwidth, probe))
+        rows.append(row(model, dtype_name(dtype), variant, seconds_per_step(), nbytes, bandwidth, probe))
     return rows
 
 

@@ -1,8 +1,8 @@
 """llmperf: the package behind "The autoregressive loop", a course on LLM inference performance."""
 
 from .config import PRESETS, ModelConfig, get_config
-from .device import describe, environment, pick_device, synchronize
-from .generate import decode_step, generate, prefill, stream
+from .device import describe, dtype_name, environment, pick_device, synchronize
+from .generation import decode_step, generate, new_cache, prefill, stream
 from .kv_cache import CacheOverflowError, KVCache
 from .model import Transformer
 from .timing import bench

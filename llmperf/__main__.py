@@ -10,13 +10,10 @@ import argparse
 import sys
 import time
 
-import torch
-
-from .device import describe, pick_device
-from .generate import stream
+from .device import DTYPES, describe, pick_device
+from .generation import stream
+from .metrics import RequestTimes
 from .weights import load_smollm2
-
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -51,12 +48,11 @@ def main(argv: list[str] | None = None) -> int:
         shown = text
     print("\n")
 
-    ttft = times[0] - t0
-    print(f"prompt: {len(prompt_ids)} tokens, answer: {len(times)} tokens")
-    print(f"time to first token: {ttft * 1e3:.0f} ms")
-    if len(times) > 1:
-        tpot = (times[-1] - times[0]) / (len(times) - 1)
-        print(f"time per output token: {tpot * 1e3:.1f} ms ({1 / tpot:.1f} tokens/s)")
+    request = RequestTimes(t0, times)
+    print(f"prompt: {len(prompt_ids)} tokens, answer: {request.n_tokens} tokens")
+    print(f"time to first token: {request.ttft * 1e3:.0f} ms")
+    if request.tpot is not None:
+        print(f"time per output token: {request.tpot * 1e3:.1f} ms ({1 / request.tpot:.1f} tokens/s)")
     return 0
 
 

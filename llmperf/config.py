@@ -79,13 +79,6 @@ class ModelConfig:
         lm_head = 0 if self.tie_embeddings else self.vocab_size * self.d_model
         return embedding + self.n_layers * sum(self.layer_params().values()) + self.d_model + lm_head
 
-    def kv_bytes_per_token(self, bytes_per_element: int = 2) -> int:
-        """Bytes the KV cache holds per token: a key and a value vector in every layer.
-
-        The default of 2 bytes per element is bf16/fp16, the usual serving dtype.
-        """
-        return 2 * self.n_layers * self.kv_dim * bytes_per_element
-
     def with_(self, **changes) -> "ModelConfig":
         """A copy with some fields changed, e.g. `cfg.with_(n_layers=2)`."""
         return replace(self, **changes)

@@ -46,7 +46,9 @@ grow with the batch, so the intensity grows about linearly in the batch size
 until the KV cache (read once per sequence) takes over the bytes. `decode_ops`
 pairs each op's FLOPs with its bytes, for a per-op table; `compute_bound_batch`
 solves for the batch at which a step's intensity reaches a device's ridge point.
-KV-cache sizes: `kv_bytes_per_token`, `kv_cache_bytes`.
+KV-cache sizes: `kv_bytes_per_token`, `kv_cache_bytes`; the weights' memory: `weight_bytes`.
+One product's intensity: `matmul_intensity`, and the rows at which it turns
+compute-bound: `compute_bound_rows`.
 """
 
 from __future__ import annotations
@@ -84,16 +86,22 @@ class Tally:
     def total(self) -> int:
         return sum(self.by_op.values())
 
+    def part(self, *names: str) -> int:
+        """The count of the named ops together (an op this pass lacks counts 0)."""
+        return sum(self.by_op.get(name, 0) for name in names)
+
 
 class Flops(Tally):
     """FLOPs of one pass, by op. `matmul` is the projections + LM head, `attention` the two score products."""
 
     @property
     def attention(self) -> int:
-        return self.by_op.get("attn_scores", 0) + self.by_op.get("attn_values", 0)
+        """Attention's two products, q·kᵀ and probs·v: they grow with the context."""
+        return self.part("attn_scores", "attn_values")
 
     @property
     def matmul(self) -> int:
+        """The weight products (projections and LM head): they grow with the tokens, not the context."""
         return self.total - self.attention
 
 
@@ -132,7 +140,7 @@ def prefill_flops(cfg: "ModelConfig | str", seq_len: int, batch: int = 1, attent
     """FLOPs of a forward pass over a prompt of `seq_len` tokens for `batch` sequences.
 
     `attention` is "causal" (the work causal attention needs) or "full" (the S×S
-    score matrix, what the seed text and an explicit masked attention compute).
+    score matrix, what the back-of-envelope estimate and an explicit masked attention compute).
     By default logits are computed at every position, as a plain `model(tokens)` does.
     """
     cfg = get_config(cfg)
@@ -161,16 +169,21 @@ def estimate_2n(cfg: "ModelConfig | str", tokens: int = 1) -> int:
     return 2 * get_config(cfg).num_params() * tokens
 
 
-def seed_attention_flops(cfg: "ModelConfig | str", seq_len: int) -> int:
-    """The seed text's attention term for a prefill: 4·S²·d_model per layer, all layers."""
+def estimate_attention(cfg: "ModelConfig | str", seq_len: int) -> int:
+    """The back-of-envelope attention term of a prefill: 4·S²·d_model per layer, all layers.
+
+    It is `attention_flops` for full (not causal) attention with q_dim = d_model,
+    which holds for Llama-3 but not for every model (SmolLM2-1.7B's is equal too;
+    a model whose heads are wider or narrower than d_model / n_heads differs).
+    """
     cfg = get_config(cfg)
     return 4 * seq_len**2 * cfg.d_model * cfg.n_layers
 
 
-def prefill_attention_crossover(cfg: "ModelConfig | str", form: str = "seed") -> float:
+def prefill_attention_crossover(cfg: "ModelConfig | str", form: str = "estimate") -> float:
     """Prompt length S at which a prefill's attention FLOPs equal its matmul FLOPs.
 
-    form="seed": the seed's conventions, 2·N·S for the matmuls and full attention
+    form="estimate": the back-of-envelope forms, 2·N·S for the matmuls and full attention
     4·S²·d·L. Solving 4·S²·d·L = 2·N·S gives S = N / (2·d·L): about 30,600
     tokens for Llama-3-8B.
     form="exact": the exact matmul count (m FLOPs per token, LM head excluded:
@@ -179,12 +192,12 @@ def prefill_attention_crossover(cfg: "ModelConfig | str", form: str = "seed") ->
     attention does half the work and m leaves out the embedding.
     """
     cfg = get_config(cfg)
-    if form == "seed":
+    if form == "estimate":
         return cfg.num_params() / (2 * cfg.d_model * cfg.n_layers)
     if form == "exact":
         per_token = sum(v for k, v in matmul_flops(cfg, 1).items() if k != "lm_head")
         return per_token / (2 * cfg.q_dim * cfg.n_layers) - 1
-    raise ValueError(f'form must be "seed" or "exact", got {form!r}.')
+    raise ValueError(f'form must be "estimate" or "exact", got {form!r}.')
 
 
 def _check(**values: int) -> None:
@@ -198,11 +211,13 @@ class Bytes(Tally):
 
     @property
     def kv(self) -> int:
-        return self.by_op.get("kv_read", 0) + self.by_op.get("kv_write", 0)
+        """The KV cache read by attention and the new key and value written."""
+        return self.part("kv_read", "kv_write")
 
     @property
     def weights(self) -> int:
-        return self.total - self.kv - self.by_op.get("activations", 0)
+        """Weight matrices and norm weights: everything but the KV cache and the activations."""
+        return self.total - self.kv - self.part("activations")
 
 
 def decode_bytes(cfg: "ModelConfig | str", context: int, batch: int = 1, bytes_per_param: int = 2,
@@ -218,8 +233,8 @@ def decode_bytes(cfg: "ModelConfig | str", context: int, batch: int = 1, bytes_p
     kv_elem = kv_bytes_per_element or bytes_per_param
     by_op = {name: n_in * n_out * count * bytes_per_param for name, (n_in, n_out, count) in linear_shapes(cfg).items()}
     by_op["norms"] = cfg.d_model * (2 * cfg.n_layers + 1) * bytes_per_param
-    by_op["kv_read"] = batch * cfg.kv_bytes_per_token(kv_elem) * context
-    by_op["kv_write"] = batch * cfg.kv_bytes_per_token(kv_elem)
+    by_op["kv_read"] = batch * kv_bytes_per_token(cfg, kv_elem) * context
+    by_op["kv_write"] = batch * kv_bytes_per_token(cfg, kv_elem)
     if activations:  # each matmul's input and output vectors, per sequence
         by_op["activations"] = batch * bytes_per_param * sum(
             (n_in + n_out) * count for n_in, n_out, count in linear_shapes(cfg).values())
@@ -236,7 +251,7 @@ def decode_intensity(cfg: "ModelConfig | str", context: int, batch: int = 1, byt
 
     flops="exact" counts the matmuls that run plus attention: with 2-byte weights
     that is 1 FLOP per weight byte per sequence. flops="2n" replaces the matmuls by
-    the 2·N_params·batch estimate (attention still added), the seed text's
+    the 2·N_params·batch estimate (attention still added), the widely quoted
     convention: it charges FLOPs for the embedding table, whose bytes are not
     counted, so for an untied model it comes out higher (Llama-3-8B: 1.07, not 1.00).
     """
@@ -309,22 +324,69 @@ def compute_bound_batch(cfg: "ModelConfig | str", ridge: float, context: int, by
     k, w = by.kv, by.total - by.kv
     if f <= ridge * k:
         return None
-    batch = max(1, math.ceil(ridge * w / (f - ridge * k)))
-    while batch > 1 and decode_intensity(cfg, context, batch - 1, bytes_per_param, kv_bytes_per_element,
-                                         flops=flops) >= ridge:  # guard against rounding in ceil
-        batch -= 1
-    while decode_intensity(cfg, context, batch, bytes_per_param, kv_bytes_per_element, flops=flops) < ridge:
-        batch += 1
-    return batch
+    return _first_reaching(
+        lambda b: decode_intensity(cfg, context, b, bytes_per_param, kv_bytes_per_element, flops=flops) >= ridge,
+        math.ceil(ridge * w / (f - ridge * k)))
 
 
 def kv_bytes_per_token(cfg: "ModelConfig | str", bytes_per_element: int = 2) -> int:
-    """Bytes of KV cache one token occupies: a key and a value vector in every layer (2 bytes: bf16/fp16)."""
-    return get_config(cfg).kv_bytes_per_token(bytes_per_element)
+    """Bytes of KV cache one token occupies: a key and a value vector (kv_dim each) in every layer.
+
+    The default of 2 bytes per element is bf16/fp16, the usual serving dtype.
+    """
+    cfg = get_config(cfg)
+    return 2 * cfg.n_layers * cfg.kv_dim * bytes_per_element
 
 
 def kv_cache_bytes(cfg: "ModelConfig | str", context: int, batch: int = 1, bytes_per_element: int = 2) -> int:
     """Bytes of KV cache held by `batch` sequences of `context` tokens each (per sequence with batch=1)."""
-    cfg = get_config(cfg)
     _check(context=context, batch=batch, bytes_per_element=bytes_per_element)
-    return batch * context * cfg.kv_bytes_per_token(bytes_per_element)
+    return batch * context * kv_bytes_per_token(cfg, bytes_per_element)
+
+
+def weight_bytes(cfg: "ModelConfig | str", bytes_per_param: int) -> int:
+    """Bytes of every parameter stored at `bytes_per_param` bytes each (a tied matrix counted once):
+    the memory the weights take, not what a step reads (see `decode_bytes`)."""
+    return get_config(cfg).num_params() * bytes_per_param
+
+
+def matmul_intensity(rows: int, k: int, n: int, bytes_per_element: int = 2) -> float:
+    """FLOPs per byte of one product (rows, k) @ (k, n): 2·rows·k·n FLOPs over the bytes of the input,
+    the weight matrix and the output, each moved once.
+
+    With one row it is about 1 FLOP per 2-byte weight; it grows with the rows, since
+    the weight matrix is read once however many rows share it, until the
+    activations' own bytes (rows·k + rows·n) catch up with the weights' k·n.
+    """
+    _check(rows=rows, k=k, n=n, bytes_per_element=bytes_per_element)
+    return 2 * rows * k * n / (bytes_per_element * (k * n + rows * k + rows * n))
+
+
+def compute_bound_rows(k: int, n: int, ridge: float, bytes_per_element: int = 2) -> int | None:
+    """Fewest rows at which a (rows, k) @ (k, n) product reaches `ridge` FLOPs per byte, or None if none does.
+
+    Solving 2·r·k·n ≥ ridge·b·(k·n + r·k + r·n) for r: r ≥ ridge·b·k·n / (2·k·n − ridge·b·(k + n)).
+    The intensity never exceeds 2·k·n / (b·(k + n)), so a ridge at or above that is never reached.
+    """
+    _check(k=k, n=n, bytes_per_element=bytes_per_element)
+    if not ridge > 0:
+        raise ValueError(f"ridge must be a positive number of FLOPs per byte, got {ridge!r}.")
+    b = bytes_per_element
+    room = 2 * k * n - ridge * b * (k + n)
+    if room <= 0:
+        return None
+    return _first_reaching(lambda r: matmul_intensity(r, k, n, b) >= ridge, math.ceil(ridge * b * k * n / room))
+
+
+def _first_reaching(reaches, guess: int) -> int:
+    """The smallest integer x >= 1 for which reaches(x) holds (it holds for every larger x too).
+
+    `guess` is the closed-form answer; floating-point rounding may have put it one
+    off, so the search steps down and up from there to the exact integer.
+    """
+    x = max(1, guess)
+    while x > 1 and reaches(x - 1):
+        x -= 1
+    while not reaches(x):
+        x += 1
+    return x

@@ -12,12 +12,15 @@ import platform
 
 import torch
 
-# Which floating-point dtypes each device type can run the model in.
-SUPPORTED_DTYPES = {
-    "cpu": (torch.float32, torch.bfloat16, torch.float16),
-    "cuda": (torch.float32, torch.bfloat16, torch.float16),
-    "mps": (torch.float32, torch.bfloat16, torch.float16),
-}
+# The floating-point dtypes the model runs in, by the name a reader types (--dtype float32).
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+# Which of them each device type can run.
+SUPPORTED_DTYPES = {"cpu": tuple(DTYPES.values()), "cuda": tuple(DTYPES.values()), "mps": tuple(DTYPES.values())}
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """The short name of a dtype, as in DTYPES: torch.bfloat16 -> "bfloat16"."""
+    return str(dtype).removeprefix("torch.")
 
 
 def pick_device(device: "str | torch.device | None" = None) -> torch.device:
@@ -47,7 +50,7 @@ def check_dtype(device: torch.device, dtype: torch.dtype) -> None:
     if supported is None:
         raise ValueError(f"Device type {device.type!r} is not supported; use cpu, cuda or mps.")
     if dtype not in supported:
-        names = ", ".join(str(d).removeprefix("torch.") for d in supported)
+        names = ", ".join(dtype_name(d) for d in supported)
         raise TypeError(f"dtype {dtype} is not supported on {device.type}. Choose one of: {names}.")
     if device.type == "cuda" and dtype == torch.bfloat16 and not torch.cuda.is_bf16_supported():
         raise TypeError(f"{torch.cuda.get_device_name(device)} has no bfloat16 support; use float16 or float32.")
@@ -103,13 +106,20 @@ def free_memory_bytes(device: torch.device) -> int:
     return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
+def total_memory_bytes(device: torch.device) -> int:
+    """Bytes of memory `device` has in all, free or not (the GPU's own; system memory for cpu and mps)."""
+    if device.type == "cuda":
+        return int(torch.cuda.get_device_properties(device).total_memory)
+    return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
 def environment(device: "torch.device | str | None" = None, dtype: torch.dtype = torch.float32) -> dict:
     """The facts a reader needs to interpret a measurement, as a dict."""
     device = pick_device(device)
     return {
         "device": str(device),
         "device_name": device_name(device),
-        "dtype": str(dtype).removeprefix("torch."),
+        "dtype": dtype_name(dtype),
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
         "cpu_count": os.cpu_count(),

@@ -2,7 +2,8 @@
 
 A reader's laptop CPU and an H100 differ by a factor of a thousand in speed, so
 the same sweep cannot fit both. `sizes_for(device)` returns one `Sizes` per
-device type; every notebook takes its sweep lengths from it. There is no
+device type; every notebook takes its sweep lengths from it, through `setup()`,
+which also picks the device and dtype, prints them and loads the model. There is no
 CI-only switch: CI runs exactly what a reader runs on a CPU, and the CPU sizes
 keep each chapter near two minutes on two cores.
 """
@@ -10,10 +11,14 @@ keep each chapter near two minutes on two cores.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 
-from .device import free_memory_bytes, pick_device
+from .device import describe, free_memory_bytes, pick_device
+from .model import Transformer
+from .tokenizer import Tokenizer
+from .weights import load_smollm2
 
 
 @dataclass(frozen=True)
@@ -65,3 +70,25 @@ def sizes_for(device=None) -> Sizes:
 def default_dtype(device) -> torch.dtype:
     """The dtype chapters measure in: bfloat16 on a GPU (what serving uses), float32 on a CPU."""
     return torch.bfloat16 if pick_device(device).type in ("cuda", "mps") else torch.float32
+
+
+class Setup(NamedTuple):
+    """What a chapter works with: the device, the dtype it measures in, its sweep sizes, SmolLM2 and its tokenizer."""
+
+    device: torch.device
+    dtype: torch.dtype
+    sizes: Sizes
+    model: Transformer
+    tokenizer: Tokenizer
+
+
+def setup(device=None) -> Setup:
+    """A chapter's first cell in one call: pick the device and dtype, print the environment, load SmolLM2.
+
+        device, dtype, sizes, model, tokenizer = setup()
+    """
+    device = pick_device(device)
+    dtype = default_dtype(device)
+    print(describe(device, dtype))
+    model, tokenizer = load_smollm2(device, dtype)
+    return Setup(device, dtype, sizes_for(device), model, tokenizer)

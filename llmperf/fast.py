@@ -9,18 +9,18 @@ stream out of memory. Two things keep the plain model in model.py off that roof.
    their matrices: one (q_dim + 2·kv_dim, d) matrix and one (2·d_ff, d) matrix per
    layer. Fewer, larger products mean fewer dispatched ops per step.
 2. A kernel that uses one core. On a CPU in float32, PyTorch gives a one-row
-   product to a general matrix–matrix routine that runs on a single core, and one
-   core cannot draw the memory bandwidth that all of them can: it streams about
-   15 GB/s on the 2-core machine this was written on, whatever
-   torch.get_num_threads() says. NumPy's bundled BLAS (OpenBLAS in the PyPI
-   wheels) has a true gemv that splits the work over every core. So a one-row
+   product to a general matrix–matrix routine that runs on a single core,
+   whatever torch.get_num_threads() says, and one core cannot draw the memory
+   bandwidth that all of them can (benchmarks/decode.py and the README give the
+   figures). NumPy's bundled BLAS (OpenBLAS in the PyPI wheels) has a true gemv
+   that splits the work over every core. So a one-row
    product on a CPU in float32 goes to NumPy, on the same memory:
    Tensor.numpy() and torch.from_numpy() share buffers, nothing is copied.
 
 Two thread pools must not share the cores at the same time. After each product
 the BLAS threads spin for a while, waiting for the next one; if PyTorch's OpenMP
 threads run the norms and attention meanwhile, the two pools fight over the
-cores and a step gets more than ten times slower. So `FusedTransformer` makes a
+cores and a step gets many times slower. So `FusedTransformer` makes a
 step that qualifies (one token of one sequence, float32, a CPU, no autograd or
 autocast) run inside `numpy_gemv()`: PyTorch on one thread (its ops on one
 token's vectors gain little from a second) and the cores left to BLAS. The
@@ -28,9 +28,10 @@ thread count is restored afterwards, so sampling the next token runs with every
 thread again (holding one thread across the whole loop measured no faster).
 Two consequences:
 
-- For about 0.1 s after a fused step, BLAS's threads are still spinning, and
+- For a moment after a fused step, BLAS's threads are still spinning, and
   PyTorch work that uses all threads runs slowly: give anything timed right
-  after it a few warm-up steps (benchmarks/decode.py runs the fused model last).
+  after it a few warm-up steps (`timing.bench_interleaved(..., settle=3)`;
+  benchmarks/decode.py runs the fused model last).
 - torch.set_num_threads is process-wide: do not decode with a fused model in two
   Python threads at once.
 
@@ -54,7 +55,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .model import Attention, FeedForward, Transformer, TransformerBlock, apply_rope
+from .model import Attention, FeedForward, Transformer, apply_rope, attend
 
 _IN_NUMPY_GEMV = contextvars.ContextVar("llmperf_numpy_gemv", default=False)
 
@@ -94,43 +95,61 @@ class DecodeLinear(nn.Module):
         return torch.from_numpy(y).view(*x.shape[:-1], -1)  # (..., out), sharing y's memory
 
 
-class FusedAttention(Attention):
-    """Attention whose q, k, v projections are one matrix."""
+class FusedAttention(nn.Module):
+    """Attention whose q, k, v projections are one matrix, and whose q and k are rotated in one op."""
 
     def __init__(self, attn: Attention):
-        nn.Module.__init__(self)
+        super().__init__()
+        self.layer_id = attn.layer_id
         self.n_heads, self.n_kv_heads, self.head_dim = attn.n_heads, attn.n_kv_heads, attn.head_dim
         self.wqkv = DecodeLinear(torch.cat([attn.wq.weight, attn.wk.weight, attn.wv.weight]))  # (q+2kv, d)
         self.wo = DecodeLinear(attn.wo.weight)  # shared with the plain model
 
-    def project_qkv(self, x):
-        kv_dim = self.n_kv_heads * self.head_dim
-        return self.wqkv(x).split([self.n_heads * self.head_dim, kv_dim, kv_dim], dim=-1)
-
-    def rotated_heads(self, x, cos, sin):
-        """One product for q, k and v, and one rotation for q and k together (they are adjacent heads)."""
+    def forward(self, x, rope, mask, input_pos, cache):
         B, S, _ = x.shape
         H, Hkv = self.n_heads, self.n_kv_heads
-        qkv = self.wqkv(x).view(B, S, H + 2 * Hkv, self.head_dim)  # (B, S, H + 2·Hkv, hd)
-        qk = apply_rope(qkv[:, :, :H + Hkv].transpose(1, 2), cos, sin)  # (B, H + Hkv, S, hd)
-        q, k = qk.split([H, Hkv], dim=1)  # (B, H, S, hd), (B, Hkv, S, hd)
-        return q, k, qkv[:, :, H + Hkv:].transpose(1, 2)  # v: (B, Hkv, S, hd)
+        qkv = self.wqkv(x).view(B, S, H + 2 * Hkv, self.head_dim).transpose(1, 2)  # (B, H + 2·Hkv, S, hd)
+        qk = apply_rope(qkv[:, :H + Hkv], *rope)  # q and k are adjacent heads: one rotation, (B, H + Hkv, S, hd)
+        q, k, v = qk[:, :H], qk[:, H:], qkv[:, H + Hkv:]  # (B, H, S, hd), (B, Hkv, S, hd), (B, Hkv, S, hd)
+        if cache is not None:
+            k, v = cache.update(self.layer_id, input_pos, k, v)  # (B, Hkv, T, hd)
+        y = attend(q, k, v, mask)  # (B, H, S, hd)
+        return self.wo(y.transpose(1, 2).reshape(B, S, -1))  # (B, S, H*hd) -> (B, S, d)
 
 
-class FusedFeedForward(FeedForward):
+class FusedFeedForward(nn.Module):
     """SwiGLU whose gate (w1) and up (w3) projections are one matrix."""
 
     def __init__(self, ff: FeedForward):
-        nn.Module.__init__(self)
+        super().__init__()
         self.w13 = DecodeLinear(torch.cat([ff.w1.weight, ff.w3.weight]))  # (2·d_ff, d)
         self.w2 = DecodeLinear(ff.w2.weight)  # shared with the plain model
 
-    def project_gate_up(self, x):
-        return self.w13(x).chunk(2, dim=-1)
+    def forward(self, x):
+        gate, up = self.w13(x).chunk(2, dim=-1)  # (B, S, 2·d_ff) -> two (B, S, d_ff)
+        return self.w2(F.silu(gate) * up)
 
 
 class FusedTransformer(Transformer):
-    """The Transformer with fused layers; a step that qualifies runs inside `numpy_gemv()`."""
+    """`model` with fused layers, sharing every tensor it does not fuse; a step that qualifies runs
+    inside `numpy_gemv()`.
+
+    It is a Transformer, built by Transformer's own constructor on the meta device
+    (a skeleton that allocates nothing), whose parts are then replaced: the
+    embedding, norms, wo, w2, LM head and rotary tables by `model`'s own, and
+    attention and the MLP by their fused forms. Transformer.forward runs it.
+    """
+
+    def __init__(self, model: Transformer):
+        with torch.device("meta"):
+            super().__init__(model.cfg)
+        self.tok_embeddings, self.norm = model.tok_embeddings, model.norm
+        for block, plain in zip(self.layers, model.layers):
+            block.attention_norm, block.ffn_norm = plain.attention_norm, plain.ffn_norm
+            block.attention = FusedAttention(plain.attention)
+            block.feed_forward = FusedFeedForward(plain.feed_forward)
+        self.output = DecodeLinear(model.output.weight)  # shared: for tied models, the embedding
+        self.rope_cos, self.rope_sin = model.rope_cos, model.rope_sin
 
     def forward(self, tokens: torch.Tensor, input_pos: torch.Tensor | None = None,
                 cache=None, last_only: bool = False) -> torch.Tensor:
@@ -154,17 +173,4 @@ def fuse(model: Transformer) -> FusedTransformer:
     to the q, k, v, gate and up matrices. Neither model may be moved or cast
     afterwards (the fused one refuses to be).
     """
-    with torch.device("meta"):  # the skeleton only; every module is replaced below
-        fast = FusedTransformer(model.cfg, attn_impl=model.attn_impl)
-    fast.tok_embeddings, fast.norm = model.tok_embeddings, model.norm
-    fast.layers = nn.ModuleList()
-    for layer in model.layers:
-        block = TransformerBlock.__new__(TransformerBlock)
-        nn.Module.__init__(block)
-        block.attention_norm, block.ffn_norm = layer.attention_norm, layer.ffn_norm
-        block.attention = FusedAttention(layer.attention)
-        block.feed_forward = FusedFeedForward(layer.feed_forward)
-        fast.layers.append(block)
-    fast.output = DecodeLinear(model.output.weight)  # shared: for tied models, the embedding
-    fast.rope_cos, fast.rope_sin = model.rope_cos, model.rope_sin
-    return fast.eval()
+    return FusedTransformer(model).eval()

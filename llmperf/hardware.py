@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .device import device_name, pick_device
+from .device import device_name, dtype_name, pick_device, total_memory_bytes
 from .timing import bench
 
 TB, GB = 1e12, 1e9
@@ -126,14 +126,9 @@ def probe(device=None, dtype: torch.dtype = torch.float32, repeat: int = 10) -> 
         "matmul_float32": measure_matmul(device, torch.float32, repeat=repeat),
         "matmul_bfloat16": measure_matmul(device, torch.bfloat16, repeat=repeat),
     }
-    key = f"matmul_{str(dtype).removeprefix('torch.')}"
+    key = f"matmul_{dtype_name(dtype)}"
     flops = measured[key] if key in measured else measure_matmul(device, dtype, repeat=repeat)
-    memory = torch.cuda.get_device_properties(device).total_memory if device.type == "cuda" else _system_memory()
+    memory = total_memory_bytes(device)
     return Accelerator(f"this machine ({device_name(device)})", flops, bw["read"], memory,
                        f"measured by llmperf.hardware.probe on {device.type}, {dtype}", measured)
 
-
-def _system_memory() -> float:
-    import os
-
-    return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")

@@ -1,4 +1,4 @@
-"""A static key/value cache: every buffer allocated once, up front.
+"""A static KV cache: every buffer allocated once, up front, and the rule for what attention reads.
 
 During decoding, the keys and values of earlier positions never change, so the
 model stores them instead of recomputing them. This cache preallocates one key
@@ -9,6 +9,16 @@ and one value buffer per layer, each of shape
 and writes new entries in place. Nothing is allocated while generating, so the
 memory is known before the first token (`nbytes`) and a decode step always
 touches the same addresses, which is what CUDA Graph capture needs (chapter 5).
+
+The cache also decides which keys a forward pass reads, and under which mask
+(`window`), because that depends only on how the cache is laid out:
+
+- dynamic (the default): attention reads the filled prefix, positions 0..last,
+  where `last` is the newest token's position. The shapes grow by one each step;
+  finding `last` costs the host one look at the position tensor.
+- static: attention reads the whole capacity, and a mask hides the positions not
+  yet written. Every step has identical shapes and the host never looks at the
+  positions: the form a CUDA Graph replays and `torch.compile` compiles once.
 """
 
 from __future__ import annotations
@@ -23,13 +33,20 @@ class CacheOverflowError(ValueError):
     """Raised when a write would go past the cache's capacity."""
 
 
-class KVCache(nn.Module):
-    """Preallocated keys and values for every layer.
+def causal_mask(input_pos: torch.Tensor, n_keys: int) -> torch.Tensor:
+    """mask[i, j]: may the token at position input_pos[i] read the key at position j? (S, n_keys), boolean.
 
-    `static=False` (the default) lets attention read only the filled prefix of the
-    buffers, which is the cheapest on a CPU. `static=True` makes attention read the
-    whole capacity under a mask, so every step has identical shapes: the form a
-    CUDA Graph can capture and replay.
+    A token reads itself and every earlier position, never a later one.
+    """
+    return torch.arange(n_keys, device=input_pos.device)[None, :] <= input_pos[:, None]  # (S, n_keys)
+
+
+class KVCache(nn.Module):
+    """Preallocated keys and values for every layer, and the window each forward pass reads.
+
+    A forward pass calls `window(input_pos, batch_size)` once, before any layer
+    runs, then each layer calls `update(layer, input_pos, k, v)`, which writes the
+    new keys and values and returns the keys and values that the pass may read.
     """
 
     def __init__(self, cfg: ModelConfig, batch_size: int, capacity: int,
@@ -46,6 +63,7 @@ class KVCache(nn.Module):
                 "the model was never trained on positions that far. Ask for fewer tokens.")
         self.n_layers, self.batch_size, self.capacity = cfg.n_layers, batch_size, capacity
         self.static = static
+        self.n_keys = capacity  # keys `update` returns; a dynamic cache sets it in every `window` call
         shape = (cfg.n_layers, batch_size, cfg.n_kv_heads, capacity, cfg.head_dim)
         self.register_buffer("k", torch.zeros(shape, dtype=dtype, device=device), persistent=False)
         self.register_buffer("v", torch.zeros(shape, dtype=dtype, device=device), persistent=False)
@@ -55,27 +73,38 @@ class KVCache(nn.Module):
         """Bytes held by the key and value buffers together (the whole capacity)."""
         return self.k.nbytes + self.v.nbytes
 
-    def update(self, layer: int, input_pos: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
-        """Write `k`, `v` of shape (B, n_kv_heads, S, head_dim) at positions `input_pos` (S,).
+    def window(self, input_pos: torch.Tensor, batch_size: int) -> torch.Tensor | None:
+        """Begin a forward pass that writes `batch_size` sequences' tokens at positions `input_pos` (S,).
 
-        Returns this layer's whole key and value buffers, (B, n_kv_heads, capacity, head_dim);
-        the caller decides how much of them to read.
+        Checks that they fit, fixes how many keys `update` will return (T), and
+        returns the mask (S, T) of the keys each new token may read, or None when
+        every new token may read all T of them (one new token, dynamic cache).
+        A static cache does not check positions: that would make the host wait
+        for the device, which a CUDA Graph cannot do.
         """
-        # input_pos is checked by the model before any layer runs (see check_positions).
-        self.k[layer].index_copy_(2, input_pos, k)
-        self.v[layer].index_copy_(2, input_pos, v)
-        return self.k[layer], self.v[layer]
-
-    def check_positions(self, batch_size: int, last_pos: int) -> None:
-        """Fail clearly before a write that would not fit."""
         if batch_size != self.batch_size:
             raise ValueError(
                 f"This cache was allocated for batch size {self.batch_size}, but the tokens have "
                 f"batch size {batch_size}. Allocate a new KVCache for this batch.")
-        if last_pos >= self.capacity:
+        if self.static:
+            return causal_mask(input_pos, self.capacity)  # (S, capacity): unwritten positions hidden
+        last = int(input_pos[-1])
+        if last >= self.capacity:
             raise CacheOverflowError(
-                f"Position {last_pos} does not fit in a KV cache of capacity {self.capacity} tokens. "
+                f"Position {last} does not fit in a KV cache of capacity {self.capacity} tokens. "
                 "Allocate a cache with capacity >= prompt length + max_new_tokens.")
+        self.n_keys = last + 1  # read the filled prefix only
+        return causal_mask(input_pos, self.n_keys) if len(input_pos) > 1 else None
+
+    def update(self, layer: int, input_pos: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
+        """Write `k`, `v` of shape (B, n_kv_heads, S, head_dim) at positions `input_pos` (S,) of `layer`.
+
+        Returns the keys and values this pass reads, each (B, n_kv_heads, T, head_dim),
+        T as fixed by `window`.
+        """
+        self.k[layer].index_copy_(2, input_pos, k)
+        self.v[layer].index_copy_(2, input_pos, v)
+        return self.k[layer][:, :, :self.n_keys], self.v[layer][:, :, :self.n_keys]
 
     def reset(self) -> None:
         """Zero the buffers (not needed for correctness: positions are overwritten before use)."""

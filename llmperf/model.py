@@ -10,8 +10,9 @@ The same `forward` serves every use in the course:
 - no cache: the whole sequence at positions 0..S-1 (training-style, and the naive
   generation loop that re-runs everything each step);
 - with a `KVCache`: `input_pos` says where the S new tokens sit; their keys and
-  values are written into the cache and attention reads every cached position up
-  to the last new one. Prefill is S = prompt length, a decode step is S = 1.
+  values are written into the cache, and attention reads the earlier positions
+  back from it (the cache decides which: `KVCache.window`). Prefill is
+  S = prompt length, a decode step is S = 1.
 
 Names follow Meta's reference implementation: wq wk wv wo for attention,
 w1 (gate) w3 (up) w2 (down) for the MLP, n_kv_heads for grouped-query attention.
@@ -20,16 +21,12 @@ Rotary embeddings use the "rotate half" layout of Hugging Face checkpoints.
 
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from .config import ModelConfig
-from .kv_cache import KVCache
-
-ATTENTION_IMPLS = ("sdpa", "math")
+from .kv_cache import KVCache, causal_mask
 
 
 class RMSNorm(nn.Module):
@@ -62,72 +59,50 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
 
 
 class Attention(nn.Module):
-    """Grouped-query self-attention: n_heads query heads share n_kv_heads key/value heads."""
+    """Grouped-query self-attention: n_heads query heads share n_kv_heads key/value heads.
 
-    def __init__(self, cfg: ModelConfig):
+    `layer_id` says which of the KV cache's layers this attention reads and writes.
+    """
+
+    def __init__(self, cfg: ModelConfig, layer_id: int):
         super().__init__()
+        self.layer_id = layer_id
         self.n_heads, self.n_kv_heads, self.head_dim = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
         self.wq = nn.Linear(cfg.d_model, cfg.q_dim, bias=False)
         self.wk = nn.Linear(cfg.d_model, cfg.kv_dim, bias=False)
         self.wv = nn.Linear(cfg.d_model, cfg.kv_dim, bias=False)
         self.wo = nn.Linear(cfg.q_dim, cfg.d_model, bias=False)
 
-    def project_qkv(self, x):
-        """The three input projections: (B, S, d) -> (B, S, H*hd), (B, S, Hkv*hd), (B, S, Hkv*hd)."""
-        return self.wq(x), self.wk(x), self.wv(x)
-
-    def rotated_heads(self, x, cos, sin):
-        """Project, split the features into heads, rotate q and k by their positions.
-
-        Returns q (B, H, S, hd), k and v (B, Hkv, S, hd).
-        """
+    def forward(self, x, rope, mask, input_pos, cache: KVCache | None):
         B, S, _ = x.shape
-        q, k, v = self.project_qkv(x)
-        q = q.view(B, S, self.n_heads, self.head_dim).transpose(1, 2)  # (B, H, S, hd)
-        k = k.view(B, S, self.n_kv_heads, self.head_dim).transpose(1, 2)  # (B, Hkv, S, hd)
-        v = v.view(B, S, self.n_kv_heads, self.head_dim).transpose(1, 2)  # (B, Hkv, S, hd)
-        return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
-
-    def forward(self, x, cos, sin, mask, cache: KVCache | None, layer: int, input_pos, end: int | None,
-                impl: str):
-        B, S, _ = x.shape
-        q, k, v = self.rotated_heads(x, cos, sin)
-
+        q = self.wq(x).view(B, S, self.n_heads, self.head_dim).transpose(1, 2)  # (B, H, S, hd)
+        k = self.wk(x).view(B, S, self.n_kv_heads, self.head_dim).transpose(1, 2)  # (B, Hkv, S, hd)
+        v = self.wv(x).view(B, S, self.n_kv_heads, self.head_dim).transpose(1, 2)  # (B, Hkv, S, hd)
+        q, k = apply_rope(q, *rope), apply_rope(k, *rope)  # rotate by position; v is not rotated
         if cache is not None:
-            k, v = cache.update(layer, input_pos, k, v)  # (B, Hkv, capacity, hd)
-            if end is not None:  # dynamic cache: read only the filled prefix
-                k, v = k[:, :, :end], v[:, :, :end]  # (B, Hkv, T, hd)
-
-        y = attend(q, k, v, mask, impl, self.n_heads // self.n_kv_heads)  # (B, H, S, hd)
-        y = y.transpose(1, 2).reshape(B, S, self.n_heads * self.head_dim)  # (B, S, H*hd)
-        return self.wo(y)
+            k, v = cache.update(self.layer_id, input_pos, k, v)  # (B, Hkv, T, hd): every key this pass reads
+        y = attend(q, k, v, mask)  # (B, H, S, hd)
+        return self.wo(y.transpose(1, 2).reshape(B, S, -1))  # heads side by side again: (B, S, H*hd) -> (B, S, d)
 
 
-def attend(q, k, v, mask, impl: str, group: int):
-    """softmax(q k^T / sqrt(hd) + mask) v for q (B, H, S, hd) and k, v (B, Hkv, T, hd).
+def attend(q, k, v, mask):
+    """softmax(q kᵀ / sqrt(hd) + mask) v for q (B, H, S, hd) and k, v (B, Hkv, T, hd) -> (B, H, S, hd).
 
-    Each of the Hkv key/value heads serves `group` = H / Hkv query heads.
+    Each of the Hkv key/value heads serves H / Hkv query heads (grouped-query
+    attention). `mask` is a boolean (S, T) tensor, True where a query may read a
+    key, or None for no mask.
 
-    `mask` is a boolean (S, T) tensor, True where a query may attend, or None for
-    no mask. "sdpa" calls PyTorch's fused kernel; "math" writes the two matmuls out,
-    which is slower but visible to torch.utils.flop_counter (it counts sdpa as zero
-    FLOPs on a CPU).
-
-    A square mask (S = T) can only come from positions 0..S-1, so it is the plain
-    causal mask: sdpa is then told `is_causal`, which lets the kernel skip the masked
-    half of the score matrix instead of computing it and throwing it away.
+    PyTorch's fused kernel does the work. A square mask (S = T) can only come
+    from positions 0..S-1, so it is the plain causal mask: the kernel is then told
+    `is_causal`, which lets it skip the masked half of the score matrix instead of
+    computing it and throwing it away. (`torch.utils.flop_counter` counts this
+    kernel as 0 FLOPs on a CPU; `llmperf.profile.count_flops` runs PyTorch's
+    "math" form of it instead, whose two matmuls it can count.)
     """
-    gqa = group > 1
-    if impl == "sdpa":
-        if mask is not None and mask.shape[0] == mask.shape[1]:
-            return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=gqa)
-    k = k.repeat_interleave(group, dim=1)  # (B, H, T, hd): each kv head serves `group` query heads
-    v = v.repeat_interleave(group, dim=1)
-    scores = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])  # (B, H, S, T)
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    return torch.softmax(scores.float(), dim=-1).type_as(q) @ v  # (B, H, S, hd)
+    gqa = q.shape[1] != k.shape[1]
+    if mask is not None and mask.shape[0] == mask.shape[1]:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=gqa)
 
 
 class FeedForward(nn.Module):
@@ -139,37 +114,33 @@ class FeedForward(nn.Module):
         self.w3 = nn.Linear(cfg.d_model, cfg.d_ff, bias=False)
         self.w2 = nn.Linear(cfg.d_ff, cfg.d_model, bias=False)
 
-    def project_gate_up(self, x):
-        """(B, S, d) -> gate and up activations, each (B, S, d_ff)."""
-        return self.w1(x), self.w3(x)
-
     def forward(self, x):
-        gate, up = self.project_gate_up(x)
-        return self.w2(F.silu(gate) * up)
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))  # (B, S, d) -> (B, S, d_ff) -> (B, S, d)
 
 
 class TransformerBlock(nn.Module):
-    def __init__(self, cfg: ModelConfig):
+    """One layer: attention, then the MLP, each on a normalised copy of x added back to x (pre-norm residual)."""
+
+    def __init__(self, cfg: ModelConfig, layer_id: int):
         super().__init__()
         self.attention_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
-        self.attention = Attention(cfg)
+        self.attention = Attention(cfg, layer_id)
         self.ffn_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
         self.feed_forward = FeedForward(cfg)
 
-    def forward(self, x, cos, sin, mask, cache, layer, input_pos, end, impl):
-        x = x + self.attention(self.attention_norm(x), cos, sin, mask, cache, layer, input_pos, end, impl)
+    def forward(self, x, rope, mask, input_pos, cache):
+        x = x + self.attention(self.attention_norm(x), rope, mask, input_pos, cache)
         return x + self.feed_forward(self.ffn_norm(x))
 
 
 class Transformer(nn.Module):
-    """A Llama-architecture decoder. `attn_impl` is "sdpa" (fast) or "math" (countable)."""
+    """A Llama-architecture decoder."""
 
-    def __init__(self, cfg: ModelConfig, attn_impl: str = "sdpa"):
+    def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.cfg = cfg
-        self.attn_impl = attn_impl
         self.tok_embeddings = nn.Embedding(cfg.vocab_size, cfg.d_model)
-        self.layers = nn.ModuleList(TransformerBlock(cfg) for _ in range(cfg.n_layers))
+        self.layers = nn.ModuleList(TransformerBlock(cfg, i) for i in range(cfg.n_layers))
         self.norm = RMSNorm(cfg.d_model, cfg.norm_eps)
         self.output = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         self.tie_weights()
@@ -196,48 +167,37 @@ class Transformer(nn.Module):
 
     def forward(self, tokens: torch.Tensor, input_pos: torch.Tensor | None = None,
                 cache: KVCache | None = None, last_only: bool = False) -> torch.Tensor:
-        """Logits (B, S, vocab) for tokens (B, S) at positions input_pos (S,).
+        """Logits (B, S, vocab) for tokens (B, S).
 
-        Without a cache, input_pos defaults to 0..S-1 and attention is causal over the
-        S tokens. With a cache, input_pos is required and must be contiguous.
+        Without a cache the tokens are a whole sequence at positions 0..S-1, and
+        attention is causal over them. With a cache, input_pos (S,) says where the
+        new tokens sit (contiguous positions); the cache checks they fit and says
+        which keys they read (see KVCache.window).
         `last_only` computes the LM head for the last position only, (B, 1, vocab):
         all a prefill needs, and for SmolLM2's large vocabulary a fifth of its FLOPs.
         """
         if tokens.dim() != 2:
             raise ValueError(f"tokens must have shape (batch, seq_len), got {tuple(tokens.shape)}. "
                              "Add a batch dimension with tokens[None].")
-        if self.attn_impl not in ATTENTION_IMPLS:
-            raise ValueError(f"attn_impl must be one of {ATTENTION_IMPLS}, got {self.attn_impl!r}.")
         B, S = tokens.shape
-        if input_pos is None:
-            if cache is not None:
-                raise ValueError("With a KV cache, pass input_pos: the positions of the new tokens.")
-            input_pos = torch.arange(S, device=tokens.device)
-        cos, sin = self.rope_cos[input_pos], self.rope_sin[input_pos]  # (S, hd) each
-
-        end = None
         if cache is None:
-            last = S - 1
-            n_keys = S
-        elif cache.static:
-            last, n_keys = None, cache.capacity  # shapes fixed: read the whole buffer under a mask
-        else:
-            last = int(input_pos[-1])
-            n_keys = end = last + 1
-        if last is not None:
-            if last >= self.cfg.max_seq_len:
-                raise ValueError(f"Position {last} is past {self.cfg.name}'s max_seq_len "
+            if input_pos is not None:
+                raise ValueError("input_pos needs a KV cache: without one, the tokens are a whole sequence "
+                                 "at positions 0..S-1. Pass a cache, or leave input_pos out.")
+            if S > self.cfg.max_seq_len:
+                raise ValueError(f"{S} tokens are more than {self.cfg.name}'s max_seq_len "
                                  f"({self.cfg.max_seq_len}). Use a shorter sequence.")
-            if cache is not None:
-                cache.check_positions(B, last)
-        # mask[i, j]: may the query at input_pos[i] see the key at position j? (S, n_keys)
-        mask = None
-        if S > 1 or (cache is not None and cache.static):
-            mask = torch.arange(n_keys, device=tokens.device)[None, :] <= input_pos[:, None]
+            input_pos = torch.arange(S, device=tokens.device)
+            mask = causal_mask(input_pos, S) if S > 1 else None  # (S, S)
+        elif input_pos is None:
+            raise ValueError("With a KV cache, pass input_pos: the positions of the new tokens.")
+        else:
+            mask = cache.window(input_pos, B)  # (S, T) or None
+        rope = self.rope_cos[input_pos], self.rope_sin[input_pos]  # cos and sin, (S, hd) each
 
         x = self.tok_embeddings(tokens)  # (B, S, d)
-        for i, layer in enumerate(self.layers):
-            x = layer(x, cos, sin, mask, cache, i, input_pos, end, self.attn_impl)
+        for layer in self.layers:
+            x = layer(x, rope, mask, input_pos, cache)
         if last_only:
             x = x[:, -1:]  # (B, 1, d)
         return self.output(self.norm(x))  # (B, S or 1, vocab)

@@ -6,18 +6,26 @@ Three rules, each a classic mistake when broken:
    events recorded on the stream, elsewhere with perf_counter after a synchronise.
 3. Repeat and report the median and percentiles, not one number: machines are
    noisy (CI's more than most), and the median shrugs off the outliers.
+
+This module is only a clock: it times any function. What to time (a decode
+step, a prefill) is built by `llmperf.profile.forward_fn`.
 """
 
 from __future__ import annotations
 
 import statistics
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
 import torch
+from tqdm import tqdm
 
 from .device import pick_device, synchronize
+
+K = TypeVar("K")
 
 
 @dataclass(frozen=True)
@@ -86,30 +94,28 @@ def bench(fn: Callable[[], object], warmup: int = 2, repeat: int = 10,
     return Timing(tuple(samples))
 
 
-def bench_forward(model, batch: int = 1, new_tokens: int = 1, context: int = 0, last_only: bool = False,
-                  warmup: int = 2, repeat: int = 10, static: bool = False) -> Timing:
-    """Time one cached forward pass of `new_tokens` tokens per sequence after `context` cached ones.
+def bench_interleaved(fns: "Mapping[K, Callable[[], object]]", rounds: int, warmup: int = 1, settle: int = 0,
+                      device: "torch.device | str | None" = None, desc: str | None = None) -> "dict[K, Timing]":
+    """Time several functions in turns: every round runs each of them once.
 
-    new_tokens=1 is a decode step; context=0 and last_only=True is a prefill of
-    `new_tokens` tokens (logits for the last position only, as generate's prefill).
-    The cache is allocated but not filled: its values do not change the time, only
-    how many positions attention reads does. Token ids are random. `static=True`
-    uses a static cache (see KVCache), the form a CUDA Graph replays.
+    Timing A ten times and then B ten times lets a shared machine's slow drift
+    (another program starting, the CPU clocking down) land on one of them only;
+    taking turns spreads it over all. `warmup` untimed calls of each function
+    come before the first round; `settle` untimed calls come right before each
+    timed one, for functions that disturb whatever runs next (llmperf.fast's
+    BLAS threads keep spinning after a step). Returns one Timing per key,
+    `rounds` samples each. `desc` shows a progress bar over the rounds.
     """
-    from .kv_cache import KVCache  # here, not at the top: timing.py is also used without a model
-
-    if batch < 1 or new_tokens < 1 or context < 0:
-        raise ValueError(f"Need batch >= 1, new_tokens >= 1 and context >= 0; got {batch}, {new_tokens}, {context}.")
-    cfg, device = model.cfg, model.device
-    cache = KVCache(cfg, batch, context + new_tokens, dtype=model.dtype, device=device, static=static)
-    tokens = torch.randint(0, cfg.vocab_size, (batch, new_tokens), device=device)
-    input_pos = torch.arange(context, context + new_tokens, device=device)
-
-    def step():
-        with torch.inference_mode():
-            model(tokens, input_pos, cache, last_only=last_only)
-
-    return bench(step, warmup=warmup, repeat=repeat, device=device)
+    if rounds < 1 or warmup < 0 or settle < 0:
+        raise ValueError(f"Need rounds >= 1, warmup >= 0 and settle >= 0; got {rounds}, {warmup}, {settle}.")
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    samples = {key: [] for key in fns}
+    for _ in progress(range(rounds), desc) if desc else range(rounds):
+        for key, fn in fns.items():
+            samples[key] += bench(fn, warmup=settle, repeat=1, device=device).samples
+    return {key: Timing(tuple(s)) for key, s in samples.items()}
 
 
 def progress(iterable, desc: str):
@@ -118,8 +124,4 @@ def progress(iterable, desc: str):
     (Intermediate states would all be kept in a notebook's saved output and shown on
     the website, one line each.)
     """
-    import sys
-
-    from tqdm import tqdm
-
     return tqdm(iterable, desc=desc, file=sys.stdout, mininterval=float("inf"), ncols=80)

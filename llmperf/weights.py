@@ -20,7 +20,8 @@ import numpy as np
 import torch
 
 from .config import ModelConfig, get_config
-from .device import check_dtype, free_memory_bytes, pick_device
+from .cost import weight_bytes
+from .device import check_dtype, dtype_name, free_memory_bytes, pick_device
 from .model import Transformer
 from .tokenizer import Tokenizer
 
@@ -138,17 +139,29 @@ def load_smollm2(device=None, dtype: torch.dtype = torch.float32) -> tuple[Trans
     return model.eval(), tokenizer
 
 
-def weight_bytes(cfg: ModelConfig, dtype: torch.dtype) -> int:
-    """Bytes of every parameter of `cfg` stored in `dtype` (a tied matrix counted once)."""
-    return cfg.num_params() * dtype.itemsize
+def load_smollm2_transformers(device=None, dtype: torch.dtype = torch.float32):
+    """transformers' own model read from the same GGUF file: the reference our model is tested against.
+
+    transformers dequantises the file itself (offline: nothing is downloaded). It
+    is installed with the course's requirements but is not a dependency of llmperf.
+    """
+    device = pick_device(device)
+    check_dtype(device, dtype)
+    path = smollm2_gguf_path()
+    try:
+        from transformers import AutoModelForCausalLM
+    except ImportError as e:
+        raise ModuleNotFoundError("The reference model needs transformers: pip install -r requirements.txt") from e
+    model = AutoModelForCausalLM.from_pretrained(os.path.dirname(path), gguf_file=os.path.basename(path), dtype=dtype)
+    return model.to(device).eval()
 
 
 def check_fits(cfg: ModelConfig, device: torch.device, dtype: torch.dtype, headroom: float = 0.9) -> None:
     """Refuse, before allocating anything, a model whose weights exceed `headroom` of free memory."""
-    needed, free = weight_bytes(cfg, dtype), free_memory_bytes(device)
+    needed, free = weight_bytes(cfg, dtype.itemsize), free_memory_bytes(device)
     if needed > headroom * free:
         raise InsufficientMemoryError(
-            f"{cfg.name} in {str(dtype).removeprefix('torch.')} needs {needed / 1e9:.1f} GB "
+            f"{cfg.name} in {dtype_name(dtype)} needs {needed / 1e9:.1f} GB "
             f"({needed:,} bytes) for its weights, but {device.type} has {free / 1e9:.1f} GB "
             f"({free:,} bytes) free, and {1 - headroom:.0%} of that is kept for activations and the "
             "KV cache. Choose a smaller preset, a 2-byte dtype, or a device with more memory.")

@@ -1,11 +1,10 @@
 """Shared fixtures: the real SmolLM2 is loaded once per test session (about 5 s)."""
 
-import os
-
 import pytest
 import torch
 
 from llmperf import build_model, load_smollm2
+from llmperf.weights import load_smollm2_transformers
 
 
 @pytest.fixture(scope="session")
@@ -23,10 +22,4 @@ def tiny():
 @pytest.fixture(scope="session")
 def hf_smollm2():
     """transformers' own model loaded from the same GGUF file: the reference implementation."""
-    transformers = pytest.importorskip("transformers")
-    from llmperf.weights import smollm2_gguf_path
-
-    path = smollm2_gguf_path()
-    model = transformers.AutoModelForCausalLM.from_pretrained(
-        os.path.dirname(path), gguf_file=os.path.basename(path), torch_dtype=torch.float32)
-    return model.eval()
+    return load_smollm2_transformers(device="cpu", dtype=torch.float32)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from llmperf import PRESETS, ModelConfig, get_config
+from llmperf import PRESETS, ModelConfig, cost, get_config
 
 # name: (parameters, KV bytes per token in bf16), from facts.md
 FACTS = {
@@ -21,8 +21,8 @@ def test_num_params_and_kv_bytes_match_facts(name):
     cfg = PRESETS[name]
     params, kv_bytes = FACTS[name]
     assert cfg.num_params() == params
-    assert cfg.kv_bytes_per_token() == kv_bytes
-    assert cfg.kv_bytes_per_token(4) == 2 * kv_bytes  # float32 doubles it
+    assert cost.kv_bytes_per_token(cfg) == kv_bytes
+    assert cost.kv_bytes_per_token(cfg, 4) == 2 * kv_bytes  # float32 doubles it
 
 
 def test_every_preset_is_checked_or_tiny():

@@ -1,22 +1,19 @@
-"""The cost model against the seed's figures and against PyTorch's own FLOP counter."""
+"""The cost model against the widely quoted figures and against PyTorch's own FLOP counter."""
 
 import sys
 
 import pytest
 import torch
-from torch.utils.flop_counter import FlopCounterMode
 
 from llmperf import PRESETS, cost
+from llmperf.generation import decode_step, new_cache, prefill
+from llmperf.profile import count_flops
 
 
 def counted_flops(model, tokens):
-    """FLOPs that torch.utils.flop_counter counts for one forward pass, with explicit attention."""
-    model.attn_impl = "math"  # the counter sees sdpa as 0 FLOPs on a CPU; the math path is countable
-    try:
-        with torch.inference_mode(), FlopCounterMode(display=False) as counter:
-            model(tokens)
-    finally:
-        model.attn_impl = "sdpa"
+    """FLOPs that torch.utils.flop_counter counts for one forward pass."""
+    with count_flops() as counter:
+        model(tokens)
     return counter.get_total_flops()
 
 
@@ -34,33 +31,36 @@ def test_prefill_count_equals_flop_counter(request, fixture, seq_len, batch):
 
 
 def test_decode_count_equals_flop_counter(tiny):
-    from llmperf import KVCache
-    from llmperf.generate import decode_step
-
-    cache = KVCache(tiny.cfg, 3, 32)
+    cache = new_cache(tiny, 3, 32)
     with torch.inference_mode():
-        tiny(torch.zeros(3, 20, dtype=torch.long), torch.arange(20), cache)
-        with FlopCounterMode(display=False) as counter:
-            tiny.attn_impl = "math"
-            try:
-                decode_step(tiny, torch.zeros(3, 1, dtype=torch.long), 20, cache)
-            finally:
-                tiny.attn_impl = "sdpa"
+        prefill(tiny, torch.zeros(3, 20, dtype=torch.long), cache)
+    with count_flops() as counter:
+        decode_step(tiny, torch.zeros(3, 1, dtype=torch.long), 20, cache)
     assert counter.get_total_flops() == cost.decode_flops(tiny.cfg, context=21, batch=3).total
 
 
-def test_seed_figures_for_llama_3_8b():
+def test_count_flops_leaves_the_result_unchanged(tiny):
+    """The counted pass runs attention in PyTorch's math form: the same function as the fused kernel."""
+    tokens = torch.randint(0, tiny.cfg.vocab_size, (2, 20), generator=torch.Generator().manual_seed(2))
+    with torch.inference_mode():
+        fused = tiny(tokens)
+    with count_flops():
+        counted = tiny(tokens)
+    assert torch.allclose(counted, fused, atol=1e-5)
+
+
+def test_widely_quoted_figures_for_llama_3_8b():
     cfg = PRESETS["llama-3-8b"]
     assert cost.estimate_2n(cfg) == 16_060_522_496  # 16.1 GFLOP per token
     assert round(cost.estimate_2n(cfg, 2000) / 1e12, 1) == 32.1
-    assert round(cost.seed_attention_flops(cfg, 2000) / 1e12, 1) == 2.1
+    assert round(cost.estimate_attention(cfg, 2000) / 1e12, 1) == 2.1
     assert round(cost.estimate_2n(cfg, 32000) / 1e12) == 514
-    assert round(cost.seed_attention_flops(cfg, 32000) / 1e12) == 537
+    assert round(cost.estimate_attention(cfg, 32000) / 1e12) == 537
     assert round(cost.prefill_attention_crossover(cfg), -2) == 30_600
     s = cost.prefill_attention_crossover(cfg)
-    assert cost.seed_attention_flops(cfg, 1) * s**2 == pytest.approx(cost.estimate_2n(cfg) * s)
-    # q_dim = d_model for Llama-3-8B, so the "full" attention term is the seed's.
-    assert cost.prefill_flops(cfg, 2000, attention="full").attention == cost.seed_attention_flops(cfg, 2000)
+    assert cost.estimate_attention(cfg, 1) * s**2 == pytest.approx(cost.estimate_2n(cfg) * s)
+    # q_dim = d_model for Llama-3-8B, so the "full" attention term is the back-of-envelope one.
+    assert cost.prefill_flops(cfg, 2000, attention="full").attention == cost.estimate_attention(cfg, 2000)
 
 
 def test_exact_matmuls_vs_2n_estimate():
@@ -82,14 +82,14 @@ def test_bad_arguments():
         cost.decode_flops("gpt-5", 8)
 
 
-def test_cost_module_imports_no_torch():
-    """cost.py is pure arithmetic: load it (and config.py) without the package, which imports torch."""
+def test_pure_modules_import_no_torch():
+    """config, cost and metrics are pure Python: load them without the package, whose __init__ imports torch."""
     import pathlib
     import subprocess
 
     code = """
 import importlib.util, sys
-for name in ("config", "cost"):
+for name in ("config", "cost", "metrics"):
     spec = importlib.util.spec_from_file_location(f"llmperf.{name}", f"llmperf/{name}.py")
     module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -100,14 +100,14 @@ print("torch" in sys.modules)
     assert out.stdout.strip() == "False", out.stderr
 
 
-def test_decode_bytes_match_the_seed_for_llama_3_8b():
+def test_decode_bytes_match_the_quoted_figures_for_llama_3_8b():
     cfg = PRESETS["llama-3-8b"]
     b = cost.decode_bytes(cfg, context=1)
     assert round(b.weights / 1e9, 2) == 15.01  # every weight but the embedding table, fp16
     assert round(b.by_op["lm_head"] / 1e9, 2) == 1.05 and round(b.by_op["lm_head"] / b.weights, 3) == 0.070
-    assert round(b.by_op["wo"] / cfg.n_layers / 1e6, 1) == 33.6  # seed: "33 MB" per layer
+    assert round(b.by_op["wo"] / cfg.n_layers / 1e6, 1) == 33.6  # the source text: "33 MB" per layer
     qkv = (b.by_op["wq"] + b.by_op["wk"] + b.by_op["wv"]) / cfg.n_layers
-    assert round(qkv / 1e6, 1) == 50.3  # the seed's "25 MB" is wrong: 25.2 M parameters is 50.3 MB
+    assert round(qkv / 1e6, 1) == 50.3  # the source text's "25 MB" is wrong: 25.2 M parameters is 50.3 MB
     assert round(cost.estimate_2n(cfg) / b.weights, 2) == 1.07  # FLOPs per byte at batch 1
     # KV cache: 131,072 bytes per token in bf16; 8k context is ~7 % of the weights
     assert cost.decode_bytes(cfg, 8192).by_op["kv_read"] == 131_072 * 8192
@@ -123,7 +123,7 @@ def test_decode_bytes_weights_do_not_grow_with_batch():
 
 def test_decode_intensity_of_llama_3_8b():
     cfg = PRESETS["llama-3-8b"]
-    # The seed's 1.07 FLOP/byte is 2·N (embedding table included) over the bytes (embedding excluded);
+    # The quoted 1.07 FLOP/byte is 2·N (embedding table included) over the bytes (embedding excluded);
     # the exact count does 2 FLOPs per 2-byte weight: 1.00.
     assert round(cost.decode_intensity(cfg, context=1, flops="2n"), 2) == 1.07
     assert round(cost.decode_intensity(cfg, context=1), 2) == 1.00
@@ -132,7 +132,7 @@ def test_decode_intensity_of_llama_3_8b():
     assert round(cost.decode_intensity(cfg, 1, bytes_per_param=4), 2) == 0.50
     assert 31 < cost.decode_intensity(cfg, 1, batch=32) < 32
     with pytest.raises(ValueError, match="flops must be one of"):
-        cost.decode_intensity(cfg, 1, flops="seed")
+        cost.decode_intensity(cfg, 1, flops="quoted")
 
 
 def test_decode_intensity_saturates_with_the_kv_cache():
@@ -192,3 +192,32 @@ def test_kv_cache_bytes():
 def test_tpot_moves_a_few_percent_from_1k_to_8k_for_llama_3_8b():
     b1k, b8k = cost.decode_bytes("llama-3-8b", 1024), cost.decode_bytes("llama-3-8b", 8192)
     assert 0.06 < b8k.total / b1k.total - 1 < 0.07
+
+
+def test_weight_bytes():
+    assert cost.weight_bytes("llama-3-8b", 2) == 2 * 8_030_261_248
+    assert cost.weight_bytes("smollm2-135m", 4) == 4 * 134_515_008  # the tied matrix once
+
+
+def test_crossover_forms():
+    cfg = PRESETS["llama-3-8b"]
+    assert cost.prefill_attention_crossover(cfg, form="exact") > cost.prefill_attention_crossover(cfg)
+    with pytest.raises(ValueError, match='form must be "estimate" or "exact"'):
+        cost.prefill_attention_crossover(cfg, form="seed")
+
+
+def test_matmul_intensity_and_compute_bound_rows():
+    k, n = 4096, 14336  # Llama-3-8B's gate projection
+    assert cost.matmul_intensity(1, k, n) == pytest.approx(1.0, rel=1e-3)  # one row: ~1 FLOP per 2-byte weight
+    assert cost.matmul_intensity(2000, k, n) == pytest.approx(2000 * k * n / (k * n + 2000 * (k + n)))
+    for ridge in (295.2, 206.0, 0.5):
+        r = cost.compute_bound_rows(k, n, ridge)
+        assert cost.matmul_intensity(r, k, n) >= ridge
+        assert r == 1 or cost.matmul_intensity(r - 1, k, n) < ridge
+    assert cost.compute_bound_rows(k, n, 295.2) == 326  # the H100's ridge, in prompt tokens
+    # The intensity is capped at 2kn / (b(k + n)): a ridge past it is never reached.
+    assert cost.compute_bound_rows(64, 64, 40.0) is None
+    with pytest.raises(ValueError, match="ridge must be"):
+        cost.compute_bound_rows(k, n, 0)
+    with pytest.raises(ValueError, match="rows must be a positive integer"):
+        cost.matmul_intensity(0, k, n)

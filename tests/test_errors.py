@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from llmperf import CacheOverflowError, InsufficientMemoryError, KVCache, build_model, generate, load_smollm2
-from llmperf.generate import decode_step, stream
+from llmperf.generation import decode_step, stream
 
 
 def test_unknown_preset(monkeypatch):
@@ -84,3 +84,15 @@ def test_bad_generation_arguments(tiny):
 def test_tokens_without_batch_dimension(tiny):
     with pytest.raises(ValueError, match="Add a batch dimension"):
         tiny(torch.tensor([1, 2, 3]))
+
+
+def test_positions_without_a_cache_and_a_cache_without_positions(tiny):
+    with pytest.raises(ValueError, match="input_pos needs a KV cache"):
+        tiny(torch.tensor([[1, 2]]), torch.tensor([4, 5]))
+    with pytest.raises(ValueError, match="With a KV cache, pass input_pos"):
+        tiny(torch.tensor([[1, 2]]), cache=KVCache(tiny.cfg, 1, 8))
+
+
+def test_sequence_longer_than_max_seq_len(tiny):
+    with pytest.raises(ValueError, match="257 tokens are more than tiny's max_seq_len"):
+        tiny(torch.zeros(1, 257, dtype=torch.long))

@@ -5,7 +5,8 @@ import torch
 
 from llmperf import generate
 from llmperf.fast import DecodeLinear, fuse, numpy_gemv, qualifies_for_numpy_gemv
-from llmperf.kv_cache import CacheOverflowError, KVCache
+from llmperf.generation import new_cache
+from llmperf.kv_cache import CacheOverflowError
 from tests.test_model import cached_logits
 
 
@@ -71,7 +72,7 @@ def test_one_token_step_runs_torch_on_one_thread(tiny, two_threads):
 
 
 def test_thread_count_is_restored_when_a_step_fails(tiny, two_threads):
-    fast, cache = fuse(tiny), KVCache(tiny.cfg, 1, 4)
+    fast, cache = fuse(tiny), new_cache(tiny, 1, 4)
     with torch.inference_mode(), pytest.raises(CacheOverflowError):
         fast(torch.zeros(1, 1, dtype=torch.long), torch.tensor([4]), cache)  # position 4 of a 4-token cache
     assert torch.get_num_threads() == two_threads
@@ -109,9 +110,3 @@ def test_fused_model_refuses_to_be_moved(tiny):
         fast.to(torch.bfloat16)
     assert tiny.dtype == torch.float32  # the shared tensors were left alone
 
-
-def test_fused_model_splits_qkv_like_the_plain_one(tiny):
-    x = torch.randn(1, 3, tiny.cfg.d_model, generator=torch.Generator().manual_seed(2))
-    fused = fuse(tiny).layers[0].attention.project_qkv(x)
-    for a, b in zip(fused, tiny.layers[0].attention.project_qkv(x)):
-        assert torch.allclose(a, b, atol=1e-6)

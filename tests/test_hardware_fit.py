@@ -61,7 +61,7 @@ def test_probe_reports_the_best_run(monkeypatch):
 
 
 def test_roofline_of_a_decode_step_on_the_table():
-    """Llama-3-8B at batch 1 on an H100: bandwidth-bound, 4.48 ms, 0.36 % of peak compute (seed's 2·N)."""
+    """Llama-3-8B at batch 1 on an H100: bandwidth-bound, 4.48 ms, 0.36 % of peak compute (with 2·N FLOPs)."""
     from llmperf import cost
 
     h100 = hardware.ACCELERATORS["H100 SXM"]

@@ -1,16 +1,17 @@
 """The model computes the same thing with and without its KV cache, and in either attention path."""
 
+import pytest
 import torch
 
-from llmperf import KVCache, generate
-from llmperf.generate import decode_step, prefill
+from llmperf import generate
+from llmperf.generation import decode_step, new_cache, prefill
 
 
 def cached_logits(model, tokens, n_prefill, static=False):
     """Logits at every position: prefill the first n_prefill tokens, then decode the rest one by one."""
-    cache = KVCache(model.cfg, tokens.shape[0], tokens.shape[1], dtype=model.dtype, static=static)
+    cache = new_cache(model, tokens.shape[0], tokens.shape[1], static=static)
     with torch.inference_mode():
-        first = model(tokens[:, :n_prefill], torch.arange(n_prefill), cache)  # (B, n_prefill, V)
+        first = prefill(model, tokens[:, :n_prefill], cache, all_logits=True)  # (B, n_prefill, V)
         rest = [decode_step(model, tokens[:, p:p + 1], p, cache) for p in range(n_prefill, tokens.shape[1])]
     return torch.cat([first, torch.stack(rest, dim=1)], dim=1)
 
@@ -23,18 +24,36 @@ def test_cache_matches_full_recompute_tiny(tiny):
     assert torch.allclose(cached_logits(tiny, tokens, 10, static=True), full, atol=1e-5)
 
 
-def test_math_attention_equals_sdpa(tiny):
-    tokens = torch.randint(0, tiny.cfg.vocab_size, (1, 20), generator=torch.Generator().manual_seed(2))
+@pytest.mark.parametrize("static", [False, True])
+def test_prompt_fed_in_chunks_matches_one_prefill(tiny, static):
+    """prefill(start=...) extends a cached sequence: three chunks give the logits of one pass."""
+    tokens = torch.randint(0, tiny.cfg.vocab_size, (2, 21), generator=torch.Generator().manual_seed(2))
+    cache = new_cache(tiny, 2, 24, static=static)
     with torch.inference_mode():
-        sdpa = tiny(tokens)
-        tiny.attn_impl = "math"
-        try:
-            math = tiny(tokens)
-            cached_math = cached_logits(tiny, tokens, 7)
-        finally:
-            tiny.attn_impl = "sdpa"
-    assert torch.allclose(math, sdpa, atol=1e-5)
-    assert torch.allclose(cached_math, sdpa, atol=1e-5)
+        full = tiny(tokens)
+        chunks = [prefill(tiny, tokens[:, a:b], cache, start=a, all_logits=True) for a, b in ((0, 8), (8, 9), (9, 21))]
+    assert torch.allclose(torch.cat(chunks, dim=1), full, atol=1e-5)
+
+
+def test_decode_step_takes_its_position_as_a_tensor(tiny):
+    tokens = torch.randint(0, tiny.cfg.vocab_size, (1, 6), generator=torch.Generator().manual_seed(3))
+    a, b = new_cache(tiny, 1, 6), new_cache(tiny, 1, 6)
+    with torch.inference_mode():
+        prefill(tiny, tokens[:, :5], a), prefill(tiny, tokens[:, :5], b)
+        assert torch.equal(decode_step(tiny, tokens[:, 5:], 5, a), decode_step(tiny, tokens[:, 5:], torch.tensor([5]), b))
+
+
+def test_the_cache_decides_what_attention_reads(tiny):
+    """Dynamic: the filled prefix, unmasked for one token. Static: the whole buffer, unwritten positions masked."""
+    dynamic, static = new_cache(tiny, 1, 10), new_cache(tiny, 1, 10, static=True)
+    assert dynamic.window(torch.tensor([6]), 1) is None and dynamic.n_keys == 7
+    assert dynamic.window(torch.arange(3), 1).tolist() == [[True, False, False], [True, True, False], [True] * 3]
+    mask = static.window(torch.tensor([6]), 1)
+    assert mask.tolist() == [[True] * 7 + [False] * 3] and static.n_keys == 10
+    k = torch.ones(1, tiny.cfg.n_kv_heads, 1, tiny.cfg.head_dim)
+    dynamic.window(torch.tensor([6]), 1)
+    assert dynamic.update(0, torch.tensor([6]), k, k)[0].shape[2] == 7  # positions 0..6
+    assert static.update(0, torch.tensor([6]), k, k)[0].shape[2] == 10
 
 
 def test_smollm2_cached_logits_match_full_recompute(smollm2):
@@ -74,7 +93,7 @@ def test_loaded_config_equals_preset(smollm2):
 
 def test_prefill_returns_last_position(tiny):
     tokens = torch.randint(0, tiny.cfg.vocab_size, (3, 9), generator=torch.Generator().manual_seed(3))
-    cache = KVCache(tiny.cfg, 3, 16)
+    cache = new_cache(tiny, 3, 16)
     with torch.inference_mode():
         last = prefill(tiny, tokens, cache)
         full = tiny(tokens)

@@ -5,8 +5,7 @@ import os
 import pytest
 import torch
 
-from llmperf.generate import decode_step
-from llmperf.kv_cache import KVCache
+from llmperf.generation import decode_step, new_cache, prefill
 
 TEXT = ("In 1969, two astronauts walked on the Moon while a third orbited above. The mission, "
         "Apollo 11, was watched on television by an estimated six hundred million people around the world.")
@@ -30,10 +29,10 @@ def test_full_forward_matches_transformers(smollm2, hf_smollm2, tokens):
 def test_prefill_and_cached_decode_match_transformers(smollm2, hf_smollm2, tokens):
     model = smollm2[0]
     n_prefill = 30
-    cache = KVCache(model.cfg, 1, 40)
+    cache = new_cache(model, 1, 40)
     with torch.inference_mode():
         theirs = hf_smollm2(tokens).logits[0]  # (40, V)
-        first = model(tokens[:, :n_prefill], torch.arange(n_prefill), cache)[0]  # (30, V)
+        first = prefill(model, tokens[:, :n_prefill], cache, all_logits=True)[0]  # (30, V)
         steps = [decode_step(model, tokens[:, p:p + 1], p, cache)[0] for p in range(n_prefill, 40)]
     ours = torch.cat([first, torch.stack(steps)])
     assert (ours - theirs).abs().max().item() < 1e-3

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from llmperf import bench, describe, environment, pick_device
-from llmperf.timing import Timing
+from llmperf.timing import Timing, bench_interleaved
 
 
 def test_percentiles_interpolate_like_numpy():
@@ -49,10 +49,25 @@ def test_unavailable_device_is_refused(monkeypatch):
         pick_device("cuda")
 
 
-def test_bench_forward_times_the_requested_shapes(tiny):
-    from llmperf.timing import bench_forward
+def test_bench_interleaved_takes_turns():
+    calls = []
+    fns = {"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}
+    result = bench_interleaved(fns, rounds=3, device="cpu")
+    assert calls == ["a", "b"] + ["a", "b"] * 3  # one warm-up call each, then the rounds
+    assert set(result) == {"a", "b"} and all(len(t.samples) == 3 for t in result.values())
+    calls.clear()
+    bench_interleaved(fns, rounds=2, warmup=0, settle=1, device="cpu")
+    assert calls == ["a", "a", "b", "b"] * 2  # each timed call right after an untimed one
+    with pytest.raises(ValueError, match="rounds >= 1"):
+        bench_interleaved(fns, rounds=0)
 
-    t = bench_forward(tiny, batch=2, new_tokens=3, context=5, warmup=0, repeat=2)
-    assert len(t.samples) == 2 and t.median > 0
+
+def test_forward_fn_runs_the_requested_shapes(tiny):
+    from llmperf.profile import bench_forward, forward_fn
+
+    assert forward_fn(tiny, batch=2, context=5)().shape == (2, tiny.cfg.vocab_size)  # a decode step
+    assert forward_fn(tiny, batch=2, new_tokens=3, context=5)().shape == (2, tiny.cfg.vocab_size)
+    assert forward_fn(tiny, batch=2, new_tokens=3, context=5, all_logits=True)().shape == (2, 3, tiny.cfg.vocab_size)
+    assert len(bench_forward(tiny, batch=2, new_tokens=3, context=5, warmup=0, repeat=2).samples) == 2
     with pytest.raises(ValueError, match="Need batch >= 1"):
-        bench_forward(tiny, batch=0)
+        forward_fn(tiny, batch=0)

@@ -23,15 +23,32 @@ from .kv_cache import KVCache
 from .model import Transformer
 
 
-def prefill(model: Transformer, tokens: torch.Tensor, cache: KVCache) -> torch.Tensor:
-    """Run the prompt tokens (B, S) at positions 0..S-1, filling `cache`; return the last logits (B, vocab)."""
-    input_pos = torch.arange(tokens.shape[1], device=tokens.device)
-    return model(tokens, input_pos, cache, last_only=True)[:, -1]
+def new_cache(model: Transformer, batch_size: int, capacity: int, static: bool = False) -> KVCache:
+    """An empty KV cache for `batch_size` sequences of up to `capacity` tokens, in the model's dtype and device."""
+    return KVCache(model.cfg, batch_size, capacity, dtype=model.dtype, device=model.device, static=static)
 
 
-def decode_step(model: Transformer, token: torch.Tensor, pos: int, cache: KVCache) -> torch.Tensor:
-    """Run one new token per sequence (B, 1) at position `pos`; return its logits (B, vocab)."""
-    input_pos = torch.tensor([pos], device=token.device)
+def prefill(model: Transformer, tokens: torch.Tensor, cache: KVCache, start: int = 0,
+            all_logits: bool = False) -> torch.Tensor:
+    """Run tokens (B, S) at positions start..start+S-1 in one pass, writing their keys and values into `cache`.
+
+    Returns the logits of the last position (B, vocab), which is all that sampling
+    the next token needs, or with `all_logits` those of every position (B, S, vocab),
+    which is what checking S drafted tokens at once needs. start > 0 extends a
+    sequence already in the cache (a prompt fed in chunks, or a draft to verify).
+    """
+    input_pos = torch.arange(start, start + tokens.shape[1], device=tokens.device)
+    logits = model(tokens, input_pos, cache, last_only=not all_logits)
+    return logits if all_logits else logits[:, -1]
+
+
+def decode_step(model: Transformer, token: torch.Tensor, pos: "int | torch.Tensor", cache: KVCache) -> torch.Tensor:
+    """Run one new token per sequence (B, 1) at position `pos`; return its logits (B, vocab).
+
+    `pos` is an int, or a one-element tensor on the model's device: the form a
+    CUDA Graph needs, since it replays the same memory and cannot take a new int.
+    """
+    input_pos = pos.view(1) if isinstance(pos, torch.Tensor) else torch.tensor([pos], device=token.device)
     return model(token, input_pos, cache)[:, -1]
 
 
@@ -91,7 +108,7 @@ def _token_steps(model: Transformer, tokens: torch.Tensor, max_new_tokens: int, 
         generator = torch.Generator(device=tokens.device).manual_seed(seed)
     B, S = tokens.shape
     if cache:
-        kv = KVCache(model.cfg, B, S + max_new_tokens, dtype=model.dtype, device=tokens.device)
+        kv = new_cache(model, B, S + max_new_tokens)
         token = sample(prefill(model, tokens, kv), temperature, top_k, generator)
         yield token
         for pos in range(S, S + max_new_tokens - 1):
