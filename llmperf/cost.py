@@ -44,8 +44,10 @@ Arithmetic intensity of a decode step (`decode_intensity`) is FLOPs / bytes. The
 weights are read once per step however many sequences share it, while FLOPs
 grow with the batch, so the intensity grows about linearly in the batch size
 until the KV cache (read once per sequence) takes over the bytes. `decode_ops`
-pairs each op's FLOPs with its bytes, for a per-op table; `compute_bound_batch`
-solves for the batch at which a step's intensity reaches a device's ridge point.
+pairs each op's FLOPs with its bytes, for a per-op table; `decode_parts` groups
+them into the weight products and attention, which meet the roofline separately;
+`compute_bound_batch` solves for the batch at which a step (or its weight
+products) reaches a device's ridge point.
 KV-cache sizes: `kv_bytes_per_token`, `kv_cache_bytes`; the weights' memory: `weight_bytes`.
 One product's intensity: `matmul_intensity`, and the rows at which it turns
 compute-bound: `compute_bound_rows`.
@@ -303,21 +305,54 @@ def decode_ops(cfg: "ModelConfig | str", context: int, batch: int = 1, bytes_per
     return ops
 
 
+def decode_parts(cfg: "ModelConfig | str", context: int, batch: int = 1, bytes_per_param: int = 2,
+                 kv_bytes_per_element: int | None = None) -> dict[str, OpCost]:
+    """One decode step as the two parts that meet the roofline separately.
+
+    "weights": the weight products (projections and LM head) with the weight and
+    norm bytes. Their FLOPs grow with the batch, their bytes do not, so past some
+    batch they turn compute-bound.
+    "attention": attention's two products with the KV cache they read and write.
+    Both grow with the batch, so their intensity is fixed (about
+    n_heads / n_kv_heads FLOPs per 2-byte element) and stays below any GPU's ridge.
+    Timing the parts one after the other, each at max(FLOPs / peak, bytes /
+    bandwidth), is a tighter bound than applying the roofline to their sum, which
+    lets one part's idle compute hide the other's (`hardware.roofline_time_by_part`).
+    """
+    ops = decode_ops(cfg, context, batch, bytes_per_param, kv_bytes_per_element)
+    attention = [ops["attention"], ops["kv_write"]]
+    weights = [op for name, op in ops.items() if name not in ("attention", "kv_write")]
+    return {name: OpCost(name, sum(o.flops for o in part), sum(o.bytes for o in part), 1)
+            for name, part in (("weights", weights), ("attention", attention))}
+
+
+BOUND_PARTS = ("step", "weights")
+
+
 def compute_bound_batch(cfg: "ModelConfig | str", ridge: float, context: int, bytes_per_param: int = 2,
-                        kv_bytes_per_element: int | None = None, flops: str = "exact") -> int | None:
+                        kv_bytes_per_element: int | None = None, flops: str = "exact",
+                        part: str = "step") -> int | None:
     """Smallest batch whose decode step reaches `ridge` FLOPs per byte, or None if no batch does.
 
-    A step's FLOPs are batch·f (f per sequence) and its bytes W + batch·k (weights
-    W once, KV cache k per sequence), so the intensity batch·f / (W + batch·k)
-    rises towards f / k but never past it: if f / k <= ridge, decoding at this
-    context stays bandwidth-bound at any batch size. Otherwise the answer is the
-    first integer batch >= ridge·W / (f − ridge·k).
+    part="step": the whole step's intensity. Its FLOPs are batch·f (f per
+    sequence) and its bytes W + batch·k (weights W once, KV cache k per
+    sequence), so the intensity batch·f / (W + batch·k) rises towards f / k but
+    never past it: if f / k <= ridge, the step as a whole stays below the ridge at
+    any batch. Otherwise the answer is the first integer batch >= ridge·W / (f − ridge·k).
+    part="weights": the weight products alone (`decode_parts`), whose intensity
+    batch·f_w / W grows without limit: they reach the ridge at batch ridge·W / f_w,
+    whatever the context, while attention never does.
     """
     cfg = get_config(cfg)
     if not ridge > 0:
         raise ValueError(f"ridge must be a positive number of FLOPs per byte, got {ridge!r}.")
     if flops not in FLOP_FORMS:
         raise ValueError(f"flops must be one of {FLOP_FORMS}, got {flops!r}.")
+    if part not in BOUND_PARTS:
+        raise ValueError(f"part must be one of {BOUND_PARTS}, got {part!r}.")
+    if part == "weights":
+        w = decode_parts(cfg, context, 1, bytes_per_param, kv_bytes_per_element)["weights"]
+        return _first_reaching(lambda b: b * w.flops >= ridge * w.bytes, math.ceil(ridge * w.bytes / w.flops))
     one = decode_flops(cfg, context, 1)
     f = one.total if flops == "exact" else estimate_2n(cfg) + one.attention
     by = decode_bytes(cfg, context, 1, bytes_per_param, kv_bytes_per_element)

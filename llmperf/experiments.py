@@ -45,16 +45,25 @@ class Sizes:
 def sizes_for(device=None) -> Sizes:
     """The sweep sizes for `device` (default: the one pick_device() chooses)."""
     device = pick_device(device)
-    if device.type == "cuda":
+    return sizes_for_type(device.type, free_memory_bytes(device) if device.type == "cuda" else None)
+
+
+def sizes_for_type(device_type: str, free_memory: float | None = None) -> Sizes:
+    """The sweep sizes for a device type ("cuda", "mps" or "cpu"), without needing that device.
+
+    `free_memory` (bytes) matters on CUDA only: it picks the model of the batched-prefill comparison.
+    The unit tests use this to check the GPU sizes, and the sentences written from them, on a CPU.
+    """
+    if device_type == "cuda":
         # Llama-3-8B in bf16 needs ~16 GB; batching its prefill shows a saturated GPU.
-        big = "llama-3-8b" if free_memory_bytes(device) > 40e9 else "smollm2-1.7b"
+        big = "llama-3-8b" if free_memory is not None and free_memory > 40e9 else "smollm2-1.7b"
         return Sizes("cuda", repeat=5, chain_prompt=128, chain_new_tokens=(32, 64, 128, 192, 256), chain_batch=8,
                      # SmolLM2's prefill is bound by kernel launches below ~1k tokens on a GPU: start there.
                      chain_multi_token=4, prefill_lengths=(1024, 2048, 3072, 4096, 6144, 8192),
                      prefill_batch_len=2048, prefill_batch_model=big,
                      decode_batches=(1, 2, 4, 8, 16, 32, 64, 128, 256), decode_context=512,
                      decode_contexts=(256, 512, 1024, 2048, 4096, 8191))  # 8191 + the new token = SmolLM2's max
-    if device.type == "mps":
+    if device_type == "mps":
         return Sizes("mps", repeat=3, chain_prompt=64, chain_new_tokens=(16, 32, 64, 96, 128), chain_batch=8,
                      chain_multi_token=4, prefill_lengths=(128, 256, 512, 1024, 2048, 3072, 4096),
                      prefill_batch_len=1024, prefill_batch_model="smollm2-135m",

@@ -12,24 +12,31 @@ memory, above it on arithmetic.
 `ACCELERATORS` holds vendors' datasheet figures (dense bf16/fp16 tensor-core
 peaks, no sparsity), see shared/reference/facts.md. `probe()` measures the
 device you are on and returns the same type, so your laptop can sit on the same
-roofline figure as an H100.
+roofline figure as an H100. `PUBLISHED` holds published batch-1 decode
+measurements to set beside a prediction.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import torch
 
+from .cost import OpCost
 from .device import device_name, dtype_name, pick_device, total_memory_bytes
 from .timing import bench
 
-TB, GB = 1e12, 1e9
+TB, GB, MiB = 1e12, 1e9, 2**20
 
 
 @dataclass(frozen=True)
 class Accelerator:
-    """One device's roofline: peak matmul FLOP/s, memory bandwidth (bytes/s), memory size (bytes)."""
+    """One device's roofline: peak matmul FLOP/s, memory bandwidth (bytes/s), memory size (bytes).
+
+    `memory` is what the device reports where that is known (an H100 80 GB shows
+    81,559 MiB in nvidia-smi, not 80·10⁹ bytes), else the datasheet's figure.
+    """
 
     name: str
     flops: float
@@ -48,9 +55,10 @@ _DATASHEET = "vendor datasheet (dense bf16/fp16 tensor peak, no sparsity)"
 ACCELERATORS: dict[str, Accelerator] = {
     a.name: a
     for a in [
-        Accelerator("H100 SXM", 989 * TB, 3.35 * TB, 80 * GB, _DATASHEET),
-        Accelerator("H100 PCIe", 756 * TB, 2.0 * TB, 80 * GB, _DATASHEET),
-        Accelerator("H200 SXM", 989 * TB, 4.8 * TB, 141 * GB, _DATASHEET),
+        Accelerator("H100 SXM", 989 * TB, 3.35 * TB, 81_559 * MiB, _DATASHEET + "; memory as nvidia-smi reports it"),
+        Accelerator("H100 PCIe", 756 * TB, 2.0 * TB, 81_559 * MiB, _DATASHEET + "; memory as nvidia-smi reports it"),
+        Accelerator("H200 SXM", 989 * TB, 4.8 * TB, 141 * GB, _DATASHEET + "; measured: one H200 in this project",
+                    measured={"matmul_bfloat16": 790 * TB, "copy_bandwidth": 4.3 * TB}),
         Accelerator("A100 SXM 80GB", 312 * TB, 2.039 * TB, 80 * GB, _DATASHEET),
         Accelerator("A100 40GB", 312 * TB, 1.555 * TB, 40 * GB, _DATASHEET),
         Accelerator("L4", 121 * TB, 0.300 * TB, 24 * GB, _DATASHEET),
@@ -59,6 +67,30 @@ ACCELERATORS: dict[str, Accelerator] = {
         Accelerator("MI300X", 1307 * TB, 5.3 * TB, 192 * GB, "AMD CDNA3 datasheet (dense bf16)"),
         Accelerator("B200", 2250 * TB, 8.0 * TB, 180 * GB, _DATASHEET),
     ]
+}
+
+
+@dataclass(frozen=True)
+class PublishedDecode:
+    """A published batch-1 decode measurement, to set a reader's own beside (shared/reference/facts.md)."""
+
+    model: str
+    device: str
+    ms_per_token: float  # measured
+    source: str
+    predicted_ms: float | None = None  # the source's own bandwidth-bound prediction, if it gives one
+
+    @property
+    def tokens_per_s(self) -> float:
+        return 1e3 / self.ms_per_token
+
+
+PUBLISHED: dict[str, PublishedDecode] = {
+    "gpt-fast": PublishedDecode("Llama-3.1-8B, bf16", "A100 SXM 80GB", 1e3 / 93.9,
+                                "gpt-fast README: 93.9 tokens/s at batch 1 (A100-80GB, 330 W)"),
+    "kipply": PublishedDecode("13B, 2-byte weights", "A100", 22.0,
+                              "Kipply, Transformer Inference Arithmetic: 16.8 ms predicted, 22.0 ms measured",
+                              predicted_ms=16.8),
 }
 
 
@@ -72,6 +104,18 @@ def roofline_time(flops: float, nbytes: float, hw: Accelerator) -> float:
     return max(flops / hw.flops, nbytes / hw.bandwidth)
 
 
+def roofline_time_by_part(parts: "Mapping[str, OpCost]", hw: Accelerator) -> dict[str, float]:
+    """Least seconds for each part ({name: OpCost}, e.g. `cost.decode_parts`) on `hw`, each on its own roofline.
+
+    Parts run one after the other, so a step takes at least the sum of these. That
+    sum is never less than `roofline_time` of the totals, and it is more whenever
+    one part is compute-bound and another bandwidth-bound: the aggregate lets the
+    compute that one part leaves idle absorb the other's arithmetic, which does
+    not happen when they run in turn.
+    """
+    return {name: roofline_time(p.flops, p.bytes, hw) for name, p in parts.items()}
+
+
 def _probe_sizes(device: torch.device) -> tuple[int, int]:
     """(bytes of the bandwidth buffer, matmul side n): large enough to leave the caches, quick to run."""
     if device.type == "cuda":
@@ -81,18 +125,29 @@ def _probe_sizes(device: torch.device) -> tuple[int, int]:
     return 256 << 20, 1024
 
 
-def measure_matmul(device: torch.device, dtype: torch.dtype, n: int | None = None, repeat: int = 10) -> float:
-    """FLOP/s of an n×n by n×n matrix product in `dtype`: the best of `repeat` runs.
+def measure_matmul(device: torch.device, dtype: torch.dtype, n: int | None = None, repeat: int = 10,
+                   shape: tuple[int, int, int] | None = None) -> float:
+    """FLOP/s of a matrix product in `dtype`: the best of `repeat` runs.
+
+    By default an n×n by n×n product, large enough to reach the device's peak.
+    `shape=(m, k, n)` times (m, k) @ (k, n) instead: a model's own products
+    (rows = tokens, k and n = a weight matrix's sides) run below the square peak
+    when they are small or thin, and a prediction for the model should use their rate.
 
     The fastest run, not the median: other work on a shared machine can only add
     time to a run, never remove it, so the minimum is the closest to what the
     device can do.
     """
     device = pick_device(device)
-    n = n or _probe_sizes(device)[1]
-    a = torch.randn(n, n, device=device).to(dtype)
-    b = torch.randn(n, n, device=device).to(dtype)
-    return 2 * n**3 / bench(lambda: a @ b, warmup=2, repeat=repeat, device=device).min
+    if shape is None:
+        side = n or _probe_sizes(device)[1]
+        shape = (side, side, side)
+    m, k, n = shape
+    if min(shape) < 1:
+        raise ValueError(f"A matrix product needs positive sides, got shape={shape}.")
+    a = torch.randn(m, k, device=device).to(dtype)
+    b = torch.randn(k, n, device=device).to(dtype)
+    return 2 * m * k * n / bench(lambda: a @ b, warmup=2, repeat=repeat, device=device).min
 
 
 def measure_bandwidth(device: torch.device, nbytes: int | None = None, repeat: int = 10) -> dict[str, float]:

@@ -21,6 +21,8 @@ mask) and why the new token and its position live in tensors allocated once.
 
 from __future__ import annotations
 
+import os
+import sys
 from collections import Counter
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -78,7 +80,7 @@ def op_counts(model, batch: int = 1, context: int = 128) -> dict[str, Counter]:
     step = forward_fn(model, batch, context=context)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if model.device.type == "cuda" else [])
     step()  # warm-up: first calls allocate and pick kernels
-    with profile(activities=activities) as prof:
+    with _quiet_stderr(), profile(activities=activities) as prof:
         step()
     ops, kernels = Counter(), Counter()
     for e in prof.events():
@@ -87,6 +89,21 @@ def op_counts(model, batch: int = 1, context: int = 128) -> dict[str, Counter]:
         elif e.name.startswith("aten::") and (e.cpu_parent is None or not e.cpu_parent.name.startswith("aten::")):
             ops[e.name] += 1
     return {"ops": ops, "kernels": kernels}
+
+
+@contextmanager
+def _quiet_stderr():
+    """Silence file descriptor 2 for the block: the profiler's C++ side announces its start and stop there,
+    two lines that would otherwise land in every notebook output that counts ops."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def cuda_graph_step(model, batch: int = 1, context: int = 128) -> Callable[[], torch.Tensor]:

@@ -1,7 +1,5 @@
 """The accelerator table, rooflines, the probe of this machine, and the fitting helpers."""
 
-import time
-
 import numpy as np
 import pytest
 import torch
@@ -27,9 +25,7 @@ def test_roofline_time_takes_the_binding_limit():
 
 
 def test_probe_measures_this_machine():
-    t0 = time.perf_counter()
-    hw = hardware.probe("cpu")
-    assert time.perf_counter() - t0 < 30  # "a few seconds"; generous for a busy CI machine
+    hw = hardware.probe("cpu")  # its time is not asserted: a unit test times nothing
     assert isinstance(hw, hardware.Accelerator)  # the same type as the table's rows
     assert hw.name.startswith("this machine")
     assert set(hw.measured) == {"read_bandwidth", "copy_bandwidth", "matmul_float32", "matmul_bfloat16"}
@@ -93,3 +89,16 @@ def test_fits_recover_exact_polynomials():
 def test_fit_needs_enough_points():
     with pytest.raises(ValueError, match="needs at least 4 points"):
         poly_fit([1, 2, 3], [1, 4, 9], 2)
+
+
+def test_matmul_at_a_models_shape(monkeypatch):
+    monkeypatch.setattr(hardware, "bench", lambda fn, warmup, repeat, device: Timing((0.5, 0.25)))
+    assert hardware.measure_matmul("cpu", torch.float32, shape=(3, 4, 5)) == pytest.approx(2 * 3 * 4 * 5 / 0.25)
+    with pytest.raises(ValueError, match="positive sides"):
+        hardware.measure_matmul("cpu", torch.float32, shape=(0, 4, 5))
+
+
+def test_the_h200_row_carries_what_was_measured_on_one():
+    h200 = hardware.ACCELERATORS["H200 SXM"]
+    assert 0.7 < h200.measured["matmul_bfloat16"] / h200.flops < 0.9  # ~790 of 989 TFLOP/s
+    assert hardware.ACCELERATORS["H100 SXM"].memory == 81_559 * 2**20  # as nvidia-smi reports it

@@ -1,0 +1,164 @@
+"""Sentences whose words depend on a measurement.
+
+The chapters run on whatever the reader has: a laptop CPU, a GPU, a busy shared
+machine. A sentence such as "the step time stays nearly flat" is true on one
+and false on another, so no chapter types it. Each function here takes the
+numbers a chapter measured (or predicted) and returns the clause that those
+numbers support, with the numbers in it. The chapters glue the result into
+their prose; the unit tests feed these functions the cost model's predictions
+for an H100 at the GPU sizes, so the GPU wording is checked on a machine without
+a GPU.
+
+Pure Python: no torch. Every ratio is "new ÷ old" unless the name says otherwise.
+"""
+
+from __future__ import annotations
+
+SAME = 0.05  # ratios within 5 % of 1 are called "about the same": below what these runs can resolve
+
+
+def times(x: float) -> str:
+    """A ratio as text: 2.3 -> "2.3 times", 1.04 -> "1.04 times" (two decimals below 2)."""
+    return f"{x:.2f} times" if x < 2 else f"{x:.1f} times"
+
+
+def trend(first: float, last: float, at_first: str, at_last: str, tol: float = 0.1) -> str:
+    """How a factor moved over a sweep: "shrinks from 1.9 at batch 1 to 1.4 at batch 64", "grows ...", or
+    "stays near ..." when the two are within `tol` of each other."""
+    if abs(last / first - 1) <= tol:
+        return f"stays near {first:.1f} ({first:.1f} {at_first}, {last:.1f} {at_last})"
+    verb = "shrinks" if last < first else "grows"
+    return f"{verb} from {first:.1f} {at_first} to {last:.1f} {at_last}"
+
+
+def speed_change(old_time: float, new_time: float, than: str) -> str:
+    """Compare two times of the same work: "1.52 times faster than X", "1.31 times slower than X" or
+    "about as fast as X", where X is `than`, the thing that took `old_time`."""
+    ratio = old_time / new_time
+    if abs(ratio - 1) <= SAME:
+        return f"about as fast as {than}"
+    return f"{times(ratio)} faster than {than}" if ratio > 1 else f"{times(1 / ratio)} slower than {than}"
+
+
+# --- chapter 3: the batch sweep ------------------------------------------------------------
+
+def per_user_speed(step_growth: float, b_max: int) -> str:
+    """What batching did to each user's speed, from step time at b_max ÷ at batch 1."""
+    if step_growth <= 1 + SAME:
+        return (f"stayed about the same: the step at batch {b_max} took {times(step_growth)} as long as "
+                "at batch 1")
+    return (f"fell: each user now waits {times(step_growth)} as long for every token, "
+            f"{100 * (1 - 1 / step_growth):.0f} % fewer tokens per second each")
+
+
+def bytes_growth(growth: float, b_max: int, kv_equals_weights_at: float) -> str:
+    """How the bandwidth-bound prediction moves over the batch sweep, and why (only the KV cache grows)."""
+    shape = "is nearly flat" if growth < 1.5 else "rises"
+    where = (f"within this sweep, from batch {kv_equals_weights_at:,.0f} on"
+             if kv_equals_weights_at <= b_max else f"only at batch {kv_equals_weights_at:,.0f}, beyond this sweep")
+    return (f"{shape}: from batch 1 to batch {b_max} the bytes grow {growth:.2f}-fold, all of it KV cache. "
+            f"At this context SmolLM2's cache outweighs its weights {where}")
+
+
+def weights_bound(batch: int, b_max: int, ridge: float) -> str:
+    """Where the weight products cross this device's ridge (cost.compute_bound_batch(part="weights"))."""
+    if batch <= b_max:
+        return (f"The weight products cross this device's ridge ({ridge:,.1f} FLOP/byte) at batch {batch}: "
+                "from there their arithmetic, not their bytes, sets their time, and the roofline line "
+                "leaves the bandwidth line")
+    return (f"No batch in the sweep carries the weight products past this device's ridge "
+            f"({ridge:,.1f} FLOP/byte); they would cross it at batch {batch}, so here the roofline line "
+            "and the bandwidth line coincide")
+
+
+def attention_bound(intensity: float, ridge: float) -> str:
+    """Attention's fixed intensity against the ridge: bandwidth-bound at any batch, or (on a slow CPU) not."""
+    if intensity < ridge:
+        return (f"Attention does {intensity:.1f} FLOP per byte of cache at any batch size, below the ridge: "
+                "it stays bandwidth-bound however large the batch")
+    return (f"Attention does {intensity:.1f} FLOP per byte of cache at any batch size, at or above this "
+            f"device's ridge of {ridge:.2f}: here even attention is bound by arithmetic")
+
+
+def small_batch_kernel(device_type: str, b2_over_b1: float) -> str:
+    """What going from one row to two did to the step (the one-row kernel against the matrix kernel)."""
+    if device_type == "cpu":
+        lead = ("On a CPU, PyTorch runs a product of a single row by a matrix on one thread, and a single "
+                "core cannot draw the bandwidth that all cores together can; the probe's sum uses every core. "
+                "With a few rows it switches to a general matrix-product kernel")
+    else:
+        lead = ("On a GPU every product runs as kernels spread over the whole chip, one row or several; "
+                "the cost is in how well each kernel streams the weights")
+    if b2_over_b1 > 1 + 3 * SAME:
+        return f"{lead}. Here batch 2 took {times(b2_over_b1)} as long as batch 1: the two-row kernel streams the weights more slowly"
+    return f"{lead}. Here batch 2 took {times(b2_over_b1)} as long as batch 1: one more row is nearly free"
+
+
+def fused_result(plain_time: float, fused_time: float, plain_pct: float, fused_pct: float) -> str:
+    """The fused model against the plain one at batch 1, same bytes and FLOPs."""
+    return (f"The fused model reached {fused_pct:.0f} % of the probed bandwidth against {plain_pct:.0f} % "
+            f"for the plain model: a step {speed_change(plain_time, fused_time, 'the plain one')}, with the same "
+            "bytes and the same FLOPs")
+
+
+def low_precision_ridge(dtype: str, ridge: float, intensity: float, matmul_gflops: float) -> str:
+    """This machine's ridge in a 2-byte dtype against a batch-1 step's intensity (about 1 FLOP/byte)."""
+    if ridge > intensity:
+        return (f"with its {dtype} matmul rate ({matmul_gflops:,.1f} GFLOP/s) its ridge is {ridge:,.1f} FLOP/byte, "
+                f"so here too the step is bound by bandwidth")
+    return (f"its {dtype} matrix products run at only {matmul_gflops:,.1f} GFLOP/s (this processor has no fast "
+            f"{dtype} arithmetic), so its {dtype} ridge is {ridge:.2f} FLOP/byte, below the step's "
+            f"{intensity:.2f}: by the probe's measure a {dtype} step would be bound by arithmetic here. "
+            "One-row products use other kernels than the probe's large product, so the real step may still "
+            "do better; the chapters measure in float32 on a CPU")
+
+
+def against_roof(closest: float) -> str:
+    """Where the measured steps sit against the roofline; `closest` is the smallest measured ÷ roofline time."""
+    if closest >= 1:
+        return "lies above both lines at every batch size"
+    return (f"comes to {100 * closest:.0f} % of the roofline's time at its closest: a little under the line, "
+            "within the probe's own error (the probe is one best run, and bandwidth drifts from run to run)")
+
+
+# --- chapter 1: a cheaper pass ---------------------------------------------------------------
+
+def halved_bytes(t_float32: float, t_bfloat16: float, float32_share_of_bandwidth: float) -> str:
+    """What storing the weights in bfloat16 did to a decode step, against what halving the bytes predicts.
+
+    `float32_share_of_bandwidth` is the float32 step's bytes ÷ its time ÷ the probed read bandwidth:
+    only a step near 1 was bound by the bytes, and only such a step should get about twice as fast.
+    """
+    ran = f"Here the bfloat16 step ran {speed_change(t_float32, t_bfloat16, 'the float32 one')}"
+    speedup = t_float32 / t_bfloat16
+    share = f"{100 * float32_share_of_bandwidth:.0f} %"
+    if float32_share_of_bandwidth >= 0.6:  # the float32 step was bound by the bytes
+        if 1.6 <= speedup <= 2.4:
+            return f"{ran}, as the bytes predict: the float32 step drew {share} of the probed bandwidth"
+        return (f"{ran}, though the float32 step drew {share} of the probed bandwidth: the bfloat16 kernels did "
+                "not stream their half of the bytes at the same rate")
+    if speedup < 1 - SAME:
+        return (f"{ran}. The float32 step drew only {share} of the probed bandwidth, so the bytes did not set its "
+                "time, and this processor's bfloat16 kernels cost more than the halved bytes save")
+    return (f"{ran}. The float32 step drew only {share} of the probed bandwidth, so the bytes did not set its "
+            "time: what changed is the work each kernel does per byte, not the number of bytes")
+
+
+# --- chapter 2: the prefill sweep --------------------------------------------------------------
+
+def quadratic_part(c_ns: float, share_pct: float, s_max: int) -> str:
+    """What the fitted c·S² term says, from its coefficient (ns per token²) and its share of TTFT at s_max."""
+    if c_ns <= 0:
+        return (f"came out at {c_ns:,.3f} ns per token², at or below zero, which no real cost can be: a run in "
+                "the sweep was slowed by other work, and this fit says nothing about the quadratic term. Run the "
+                "notebook again on a quieter machine")
+    return f"is {share_pct:.0f} % of the fitted TTFT at {s_max:,} tokens"
+
+
+def share_of_probe(achieved: float, probe: float, probe_name: str) -> str:
+    """An achieved FLOP rate as a share of a probed one, honest when noise put it above 100 %."""
+    pct = 100 * achieved / probe
+    if pct <= 105:
+        return f"{pct:.0f} % of the {probe / 1e9:,.1f} GFLOP/s that {probe_name} reached"
+    return (f"{pct:.0f} % of the {probe / 1e9:,.1f} GFLOP/s that {probe_name} reached: more than the probe, "
+            "which means the probe's own run was slowed by other work. Take the probe as a lower bound here")

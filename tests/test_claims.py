@@ -1,0 +1,104 @@
+"""The sentences chosen from measurements: every branch, and the GPU wording fed the cost model's H100 predictions.
+
+No GPU is needed: on a GPU the chapters measure numbers close to these predictions
+(their measurements sit above the roofline, by the fixed costs each chapter names),
+so the wording those numbers select must be true of the predictions too.
+"""
+
+import pytest
+
+from llmperf import claims, cost, hardware
+from llmperf.experiments import sizes_for_type
+
+H100 = hardware.ACCELERATORS["H100 SXM"]
+
+
+@pytest.fixture(scope="module")
+def gpu_batch_sweep():
+    """Chapter 3's batch sweep as an H100 would run it: SmolLM2 in bf16 at the CUDA sizes, predicted part by part."""
+    sizes = sizes_for_type("cuda", free_memory=80e9)
+    ctx, batches = sizes.decode_context, sizes.decode_batches
+    step = [sum(hardware.roofline_time_by_part(cost.decode_parts("smollm2-135m", ctx + 1, b, 2), H100).values())
+            for b in batches]
+    nbytes = [cost.decode_bytes("smollm2-135m", ctx + 1, b, 2).total for b in batches]
+    parts = cost.decode_parts("smollm2-135m", ctx + 1, 1, 2)
+    return dict(ctx=ctx, batches=batches, step=step, nbytes=nbytes, parts=parts)
+
+
+def test_gpu_batch_sweep_wording(gpu_batch_sweep):
+    s = gpu_batch_sweep
+    b_max = s["batches"][-1]
+    # Per-user speed falls: SmolLM2's cache grows the step about 12-fold by batch 256.
+    assert claims.per_user_speed(s["step"][-1] / s["step"][0], b_max).startswith("fell")
+    # Not "nearly flat": the bytes grow ~11.75-fold, and the cache outweighs the weights from batch ~23.
+    growth = s["nbytes"][-1] / s["nbytes"][0]
+    assert 11 < growth < 12.5
+    kv_eq = s["parts"]["weights"].bytes / s["parts"]["attention"].bytes
+    text = claims.bytes_growth(growth, b_max, kv_eq)
+    assert text.startswith("rises") and "within this sweep, from batch 23 on" in text
+    # The weight products would cross the H100's ridge only at batch 296: beyond the sweep's 256.
+    crossing = cost.compute_bound_batch("smollm2-135m", H100.ridge, s["ctx"] + 1, 2, part="weights")
+    assert crossing == 296 and claims.weights_bound(crossing, b_max, H100.ridge).startswith("No batch in the sweep")
+    assert "stays bandwidth-bound" in claims.attention_bound(s["parts"]["attention"].intensity, H100.ridge)
+    # The step sits on the roofline in the prediction, so the trend of the gap stays put.
+    assert claims.trend(1.0, 1.0, "at batch 1", "at batch 256").startswith("stays near")
+
+
+def test_gpu_small_batch_and_low_precision_wording():
+    assert claims.small_batch_kernel("cuda", 1.0).startswith("On a GPU")
+    assert "nearly free" in claims.small_batch_kernel("cuda", 1.0)
+    assert "bound by bandwidth" in claims.low_precision_ridge("bfloat16", H100.ridge, 1.0, H100.flops / 1e9)
+
+
+def test_cpu_branches():
+    # A CPU whose bf16 products crawl (0.9 GFLOP/s against 19.5 GB/s): its bf16 ridge is below 1 FLOP/byte.
+    text = claims.low_precision_ridge("bfloat16", 0.9e9 / 19.5e9, 1.0, 0.9)
+    assert "no fast bfloat16" in text and "bound by arithmetic" in text
+    assert "more slowly" in claims.small_batch_kernel("cpu", 1.4)
+    assert claims.weights_bound(22, 64, 10.9).startswith("The weight products cross this device's ridge")
+    assert "even attention is bound by arithmetic" in claims.attention_bound(1.5, 0.05)
+    assert claims.per_user_speed(1.02, 64).startswith("stayed about the same")
+    assert claims.bytes_growth(1.2, 64, 500.0).startswith("is nearly flat")
+
+
+@pytest.mark.parametrize("first, last, word", [(2.8, 2.5, "shrinks"), (1.5, 2.5, "grows"), (2.0, 2.1, "stays near")])
+def test_trend(first, last, word):
+    assert claims.trend(first, last, "at batch 1", "at batch 64").startswith(word)
+
+
+def test_speed_change_and_fused_result():
+    assert claims.speed_change(2.0, 1.0, "A") == "2.0 times faster than A"
+    assert claims.speed_change(1.0, 1.31, "A") == "1.31 times slower than A"
+    assert claims.speed_change(1.0, 1.02, "A") == "about as fast as A"
+    assert "a step about as fast as the plain one," in claims.fused_result(1.0, 1.01, 50, 50)
+    assert "a step 1.50 times faster than the plain one," in claims.fused_result(1.5, 1.0, 35, 52)
+
+
+def test_against_roof():
+    assert claims.against_roof(1.2) == "lies above both lines at every batch size"
+    assert "within the probe's own error" in claims.against_roof(0.95)
+
+
+@pytest.mark.parametrize("t32, t16, share, words", [
+    (2.0, 1.0, 0.8, "as the bytes predict"),
+    (1.3, 1.0, 0.8, "did not stream their half"),
+    (1.0, 1.5, 0.3, "cost more than the halved bytes save"),
+    (1.5, 1.0, 0.3, "the work each kernel does per byte"),
+])
+def test_halved_bytes(t32, t16, share, words):
+    assert words in claims.halved_bytes(t32, t16, share)
+
+
+def test_halved_bytes_on_a_gpu():
+    """SmolLM2 on an H100 is bound by launches, not bytes: its float32 step draws a sliver of the bandwidth."""
+    t_float32 = t_bfloat16 = 2e-3  # ~2 ms either way, set by ~1,600 launches
+    share = cost.decode_bytes("smollm2-135m", 129, 1, 4).total / t_float32 / H100.bandwidth
+    text = claims.halved_bytes(t_float32, t_bfloat16, share)
+    assert share < 0.1 and "ran about as fast as the float32 one." in text and "did not set its time" in text
+
+
+def test_quadratic_part_and_share_of_probe():
+    assert claims.quadratic_part(12.5, 31.0, 1536) == "is 31 % of the fitted TTFT at 1,536 tokens"
+    assert "no real cost can be" in claims.quadratic_part(-7013.0, -404.0, 1536)
+    assert claims.share_of_probe(80e9, 100e9, "the probe").startswith("80 % of the 100.0 GFLOP/s")
+    assert "lower bound" in claims.share_of_probe(172e9, 100e9, "the probe")
