@@ -5,7 +5,7 @@ the same sweep cannot fit both. `sizes_for(device)` returns one `Sizes` per
 device type; every notebook takes its sweep lengths from it, through `setup()`,
 which also picks the device and dtype, prints them and loads the model. There is no
 CI-only switch: CI runs exactly what a reader runs on a CPU, and the CPU sizes
-keep each chapter near two minutes on two cores.
+keep each chapter short enough to run in a couple of minutes on a laptop's cores.
 """
 
 from __future__ import annotations
@@ -92,12 +92,42 @@ class Setup(NamedTuple):
 
 
 def setup(device=None) -> Setup:
-    """A chapter's first cell in one call: pick the device and dtype, print the environment, load SmolLM2.
+    """A chapter's first cell in one call: pick the device and dtype, load SmolLM2, choose PyTorch's thread
+    count on a CPU (`fastest_thread_count`), and print the environment.
 
         device, dtype, sizes, model, tokenizer = setup()
     """
     device = pick_device(device)
     dtype = default_dtype(device)
-    print(describe(device, dtype))
     model, tokenizer = load_smollm2(device, dtype)
+    if device.type == "cpu":
+        threads, cores = fastest_thread_count(model), torch.get_num_threads()
+        torch.set_num_threads(threads)
+        if threads < cores:
+            print(f"PyTorch will use {threads} thread, not {cores}: with {cores} a decode step ran slower just now, "
+                  "which happens when other programs keep some cores busy (see the setup page).\n")
+    print(describe(device, dtype))
     return Setup(device, dtype, sizes_for(device), model, tokenizer)
+
+
+def fastest_thread_count(model, repeat: int = 3) -> int:
+    """The thread count, all of PyTorch's or one, that runs one decode step of `model` faster right now.
+
+    PyTorch splits each op over its threads and waits for the slowest. When
+    another program keeps one core busy, the thread that shares that core is
+    descheduled for whole time slices, and every op of a step waits for it: on
+    two cores with one busy, a decode step ran several times slower on two
+    threads than on one. Timing both (the best of `repeat` runs each, a fraction
+    of a second) avoids that without guessing at the machine's load.
+    """
+    from .profile import bench_forward  # here: profile imports generation, which experiments need not load
+
+    before = torch.get_num_threads()
+    times = {}
+    try:
+        for threads in sorted({before, 1}, reverse=True):
+            torch.set_num_threads(threads)
+            times[threads] = bench_forward(model, context=32, warmup=1, repeat=repeat).min
+    finally:
+        torch.set_num_threads(before)
+    return min(times, key=times.get)

@@ -71,3 +71,27 @@ def test_forward_fn_runs_the_requested_shapes(tiny):
     assert len(bench_forward(tiny, batch=2, new_tokens=3, context=5, warmup=0, repeat=2).samples) == 2
     with pytest.raises(ValueError, match="Need batch >= 1"):
         forward_fn(tiny, batch=0)
+
+
+def test_fastest_thread_count_picks_the_faster_and_restores(tiny, monkeypatch):
+    from llmperf import experiments
+    from llmperf import profile
+    from llmperf.timing import Timing
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        seen = []
+
+        def fake_bench_forward(model, context, warmup, repeat):  # one thread "slower" here: 2 wins
+            seen.append(torch.get_num_threads())
+            return Timing((0.05 if torch.get_num_threads() == 1 else 0.04,))
+
+        monkeypatch.setattr(profile, "bench_forward", fake_bench_forward)
+        assert experiments.fastest_thread_count(tiny) == 2 and seen == [2, 1]
+        assert torch.get_num_threads() == 2  # restored
+        monkeypatch.setattr(profile, "bench_forward", lambda model, context, warmup, repeat: Timing(
+            (0.15 if torch.get_num_threads() == 2 else 0.06,)))  # a busy core: one thread wins
+        assert experiments.fastest_thread_count(tiny) == 1
+    finally:
+        torch.set_num_threads(before)
