@@ -221,3 +221,32 @@ def test_matmul_intensity_and_compute_bound_rows():
         cost.compute_bound_rows(k, n, 0)
     with pytest.raises(ValueError, match="rows must be a positive integer"):
         cost.matmul_intensity(0, k, n)
+
+
+@pytest.mark.parametrize("cached", [True, False])
+@pytest.mark.parametrize("fixture, prompt, new_tokens", [("tiny", 9, 6), ("smollm2", 7, 4)])
+def test_generation_cost_equals_flop_counter(request, fixture, prompt, new_tokens, cached):
+    """A whole generation, naive or cached, counted by PyTorch and by the cost model: equal to the FLOP."""
+    from llmperf import generate
+
+    model = request.getfixturevalue(fixture)
+    model = model[0] if isinstance(model, tuple) else model
+    ids = torch.randint(0, model.cfg.vocab_size, (prompt,), generator=torch.Generator().manual_seed(1)).tolist()
+    with count_flops() as counter:
+        generate(model, ids, new_tokens, cache=cached)
+    predicted = cost.generation_cost(model.cfg, prompt, new_tokens, cached=cached)
+    assert counter.get_total_flops() == predicted.flops
+
+
+def test_generation_cost_reproduces_the_missing_512_plus_512_table():
+    """Llama-3-8B, 512-token prompt, 512 new tokens, the widely quoted conventions (2·N, full attention)."""
+    naive = cost.generation_cost("llama-3-8b", 512, 512, cached=False, form="estimate")
+    cached = cost.generation_cost("llama-3-8b", 512, 512, cached=True, form="estimate")
+    assert round(naive.matmul_flops / 1e12) == 6311 and round(cached.matmul_flops / 1e12, 1) == 16.4
+    assert round(naive.attention_flops / 1e12) == 164 and round(cached.attention_flops / 1e12, 2) == 0.34
+    assert naive.weight_bytes == cached.weight_bytes and round(naive.weight_bytes / 1e12, 1) == 7.7
+    assert naive.passes == cached.passes == 512 and naive.kv_bytes == 0 < cached.kv_bytes
+    with pytest.raises(ValueError, match="form must be one of"):
+        cost.generation_cost("llama-3-8b", 512, 512, form="seed")
+    with pytest.raises(ValueError, match="more than llama-3-8b's max_seq_len"):
+        cost.generation_cost("llama-3-8b", 8000, 500)
