@@ -517,3 +517,24 @@ def generation_cost(cfg: "ModelConfig | str", prompt: int, new_tokens: int, cach
     return GenerationCost(len(passes), sum(p["weights"].flops for p in passes),
                           sum(p["attention"].flops for p in passes), sum(p["weights"].bytes for p in passes),
                           sum(p["attention"].bytes for p in passes))
+
+
+def naive_attention_crossover(cfg: "ModelConfig | str") -> int:
+    """Tokens a naive loop must generate (from a one-token prompt) before its attention FLOPs, summed over
+    every pass, reach its recomputed matmul FLOPs (exact forms, as `generation_passes`).
+
+    Pass S runs body·S + head matmul FLOPs (body: the projections per position)
+    and 4·q_dim·L·S² of full attention, so over passes 1..n the matmuls total
+    body·n(n+1)/2 + head·n and attention 4·q_dim·L·n(n+1)(2n+1)/6: quadratic in n
+    against cubic, equal near n ≈ 3·body / (8·q_dim·L). The model's max_seq_len is
+    ignored: this is where the cubic term would win, not a run that fits.
+    """
+    cfg = get_config(cfg)
+    mm = matmul_flops(cfg, 1)
+    head = mm.pop("lm_head")
+    body, a = sum(mm.values()), 4 * cfg.q_dim * cfg.n_layers
+
+    def attention_reaches(n: int) -> bool:
+        return a * n * (n + 1) * (2 * n + 1) // 6 >= body * n * (n + 1) // 2 + head * n
+
+    return _first_reaching(attention_reaches, math.ceil(3 * body / (8 * a)))

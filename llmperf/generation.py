@@ -101,26 +101,29 @@ def _check_request(model: Transformer, tokens: torch.Tensor, max_new_tokens: int
 
 @torch.inference_mode()
 def _token_steps(model: Transformer, tokens: torch.Tensor, max_new_tokens: int, cache: bool,
-                 temperature: float, top_k: int | None, seed: int | None) -> Iterator[torch.Tensor]:
-    """Yield each new token (B, 1) as soon as it is sampled (not synchronised)."""
+                 temperature: float, top_k: int | None, seed: int | None) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """Yield each new token (B, 1), with the logits (B, vocab) it was sampled from, as soon as it is sampled
+    (not synchronised)."""
     generator = None
     if seed is not None:
         generator = torch.Generator(device=tokens.device).manual_seed(seed)
     B, S = tokens.shape
     if cache:
         kv = new_cache(model, B, S + max_new_tokens)
-        token = sample(prefill(model, tokens, kv), temperature, top_k, generator)
-        yield token
+        logits = prefill(model, tokens, kv)
+        token = sample(logits, temperature, top_k, generator)
+        yield token, logits
         for pos in range(S, S + max_new_tokens - 1):
-            token = sample(decode_step(model, token, pos, kv), temperature, top_k, generator)
-            yield token
+            logits = decode_step(model, token, pos, kv)
+            token = sample(logits, temperature, top_k, generator)
+            yield token, logits
     else:
         seq = tokens
         for _ in range(max_new_tokens):
             logits = model(seq, last_only=True)[:, -1]  # the whole sequence again, every step
             token = sample(logits, temperature, top_k, generator)
             seq = torch.cat([seq, token], dim=1)
-            yield token
+            yield token, logits
 
 
 def generate(model: Transformer, prompt_ids, max_new_tokens: int, cache: bool = True,
@@ -138,7 +141,7 @@ def generate(model: Transformer, prompt_ids, max_new_tokens: int, cache: bool = 
     stop = torch.tensor(list(stop_ids), dtype=torch.long, device=tokens.device)
     done = torch.zeros(tokens.shape[0], dtype=torch.bool, device=tokens.device)
     out = []
-    for token in _token_steps(model, tokens, max_new_tokens, cache, temperature, top_k, seed):
+    for token, _ in _token_steps(model, tokens, max_new_tokens, cache, temperature, top_k, seed):
         out.append(token)
         if len(stop_ids):
             done |= torch.isin(token[:, 0], stop)
@@ -162,9 +165,24 @@ def stream(model: Transformer, prompt_ids, max_new_tokens: int, temperature: flo
         raise ValueError(f"stream() serves one sequence; got a batch of {tokens.shape[0]}. "
                          "Use generate() for batches.")
     _check_request(model, tokens, max_new_tokens, temperature, top_k)
-    for token in _token_steps(model, tokens, max_new_tokens, True, temperature, top_k, seed):
+    for token, _ in _token_steps(model, tokens, max_new_tokens, True, temperature, top_k, seed):
         synchronize(tokens.device)
         token_id = int(token)
         yield token_id, time.perf_counter()
         if token_id in stop_ids:
             return
+
+
+def greedy_logits(model: Transformer, prompt_ids, max_new_tokens: int, cache: bool = True
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Greedy generation of one sequence that keeps every step's logits: (tokens (n,), logits (n, vocab)).
+
+    The same loop as `generate`, naive (cache=False) or cached, for comparing the
+    two logit for logit.
+    """
+    tokens = as_batch(prompt_ids, model.device)
+    if tokens.shape[0] != 1:
+        raise ValueError(f"greedy_logits() follows one sequence; got a batch of {tokens.shape[0]}.")
+    _check_request(model, tokens, max_new_tokens, 0.0, None)
+    steps = list(_token_steps(model, tokens, max_new_tokens, cache, 0.0, None, None))
+    return torch.cat([t for t, _ in steps], dim=1)[0], torch.cat([l for _, l in steps])  # (n,), (n, vocab)

@@ -102,3 +102,27 @@ def test_quadratic_part_and_share_of_probe():
     assert "no real cost can be" in claims.quadratic_part(-7013.0, -404.0, 1536)
     assert claims.share_of_probe(80e9, 100e9, "the probe").startswith("80 % of the 100.0 GFLOP/s")
     assert "lower bound" in claims.share_of_probe(172e9, 100e9, "the probe")
+
+
+def test_naive_gap_and_gap_by_device():
+    assert "close to what was measured" in claims.naive_gap(3.1, 2.8)
+    assert "widens the gap" in claims.naive_gap(6.0, 2.8)
+    assert "narrows the gap" in claims.naive_gap(1.5, 2.8)
+    # On an H100 itself the comparison must say "about as wide"; a CPU with a low ridge: wider.
+    h100_ratio = 2.5
+    assert claims.gap_by_device(h100_ratio, H100.ridge, h100_ratio, H100.ridge).startswith("about as wide")
+    assert claims.gap_by_device(9.0, 10.9, h100_ratio, H100.ridge).startswith("wider here")
+    assert claims.gap_by_device(1.5, 400.0, h100_ratio, H100.ridge).startswith("narrower here")
+
+
+def test_gpu_naive_gap_wording():
+    """The 512+512 Llama-3-8B run predicted on an H100: about 2.5 times; an H200's ridge is lower than an H100's."""
+    def predicted_ratio(hw):
+        naive, cached = (sum(sum(hardware.roofline_time_by_part(p, hw).values())
+                             for p in cost.generation_passes("llama-3-8b", 512, 512, cached=c)) for c in (False, True))
+        return naive / cached
+
+    h100 = predicted_ratio(H100)
+    assert 2 < h100 < 3
+    h200 = hardware.ACCELERATORS["H200 SXM"]
+    assert claims.gap_by_device(predicted_ratio(h200), h200.ridge, h100, H100.ridge).startswith("wider here")

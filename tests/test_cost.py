@@ -250,3 +250,11 @@ def test_generation_cost_reproduces_the_missing_512_plus_512_table():
         cost.generation_cost("llama-3-8b", 512, 512, form="seed")
     with pytest.raises(ValueError, match="more than llama-3-8b's max_seq_len"):
         cost.generation_cost("llama-3-8b", 8000, 500)
+
+
+def test_naive_attention_crossover_agrees_with_the_pass_by_pass_totals():
+    n = cost.naive_attention_crossover("smollm2-135m")
+    roomy = PRESETS["smollm2-135m"].with_(max_seq_len=2 * n)
+    before, at = (cost.generation_cost(roomy, 1, k, cached=False) for k in (n - 1, n))
+    assert before.attention_flops < before.matmul_flops and at.attention_flops >= at.matmul_flops
+    assert 30_000 < cost.naive_attention_crossover("llama-3-8b") < 50_000  # "tens of thousands of tokens"

@@ -44,3 +44,13 @@ def test_stream_yields_generate_tokens_with_increasing_times(tiny):
     times = [t for _, t in events]
     assert ids == generate(tiny, [3, 1, 4, 1, 5], 9).tolist()
     assert t0 < times[0] and all(a <= b for a, b in zip(times, times[1:]))
+
+
+def test_naive_and_cached_loops_agree_logit_for_logit(tiny):
+    from llmperf.generation import greedy_logits
+
+    cached_ids, cached = greedy_logits(tiny, [5, 6, 7, 8], 10, cache=True)
+    naive_ids, naive = greedy_logits(tiny, [5, 6, 7, 8], 10, cache=False)
+    assert cached.shape == naive.shape == (10, tiny.cfg.vocab_size)
+    assert cached_ids.tolist() == naive_ids.tolist() == generate(tiny, [5, 6, 7, 8], 10).tolist()
+    assert torch.allclose(cached, naive, atol=1e-5)
