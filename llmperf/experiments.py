@@ -15,10 +15,13 @@ from typing import NamedTuple
 
 import torch
 
+from . import profile
 from .device import describe, free_memory_bytes, pick_device
 from .model import Transformer
 from .tokenizer import Tokenizer
 from .weights import load_smollm2
+
+DEFAULT_THREADS = torch.get_num_threads()  # PyTorch's own choice, read before any chapter changes it
 
 
 @dataclass(frozen=True)
@@ -108,17 +111,19 @@ def setup(device=None) -> Setup:
     dtype = default_dtype(device)
     model, tokenizer = load_smollm2(device, dtype)
     if device.type == "cpu":
-        threads, cores = fastest_thread_count(model), torch.get_num_threads()
+        threads = fastest_thread_count(model)
         torch.set_num_threads(threads)
-        if threads < cores:
-            print(f"PyTorch will use {threads} thread, not {cores}: with {cores} a decode step ran slower just now, "
-                  "which happens when other programs keep some cores busy (see the setup page).\n")
+        if threads < DEFAULT_THREADS:
+            print(f"PyTorch will use {threads} thread, not {DEFAULT_THREADS}: with {DEFAULT_THREADS} a decode step "
+                  "ran slower just now, which happens when other programs keep some cores busy (see the setup "
+                  "page).\n")
     print(describe(device, dtype))
     return Setup(device, dtype, sizes_for(device), model, tokenizer)
 
 
 def fastest_thread_count(model, repeat: int = 3) -> int:
-    """The thread count, all of PyTorch's or one, that runs one decode step of `model` faster right now.
+    """The thread count, PyTorch's default (DEFAULT_THREADS) or one, that runs one decode step of `model`
+    faster right now. It leaves the thread count as it found it; `setup` applies the answer.
 
     PyTorch splits each op over its threads and waits for the slowest. When
     another program keeps one core busy, the thread that shares that core is
@@ -127,14 +132,12 @@ def fastest_thread_count(model, repeat: int = 3) -> int:
     threads than on one. Timing both (the best of `repeat` runs each, a fraction
     of a second) avoids that without guessing at the machine's load.
     """
-    from .profile import bench_forward  # here: profile imports generation, which experiments need not load
-
     before = torch.get_num_threads()
     times = {}
     try:
-        for threads in sorted({before, 1}, reverse=True):
+        for threads in sorted({DEFAULT_THREADS, 1}, reverse=True):  # not `before`: a rerun may have set 1
             torch.set_num_threads(threads)
-            times[threads] = bench_forward(model, context=32, warmup=1, repeat=repeat).min
+            times[threads] = profile.bench_forward(model, context=32, warmup=1, repeat=repeat).min
     finally:
         torch.set_num_threads(before)
     return min(times, key=times.get)
