@@ -121,6 +121,13 @@ def matmul_flops(cfg: ModelConfig, tokens: int, logits_for: int | None = None) -
     return out
 
 
+def _projections_and_head(cfg: ModelConfig) -> tuple[int, int]:
+    """Matmul FLOPs of one position: through the projections of every layer, and through the LM head."""
+    per_position = matmul_flops(cfg, 1)
+    head = per_position.pop("lm_head")
+    return sum(per_position.values()), head
+
+
 def attention_flops(cfg: ModelConfig, n_queries: int, n_keys: int, batch: int = 1,
                     causal: bool = False) -> dict[str, int]:
     """FLOPs of q @ k^T and probs @ v across all layers.
@@ -198,7 +205,7 @@ def prefill_attention_crossover(cfg: "ModelConfig | str", form: str = "estimate"
     if form == "estimate":
         return cfg.num_params() / (2 * cfg.d_model * cfg.n_layers)
     if form == "exact":
-        per_token = sum(v for k, v in matmul_flops(cfg, 1).items() if k != "lm_head")
+        per_token, _ = _projections_and_head(cfg)
         return per_token / (2 * cfg.q_dim * cfg.n_layers) - 1
     raise ValueError(f'form must be "estimate" or "exact", got {form!r}.')
 
@@ -491,9 +498,7 @@ def generation_passes(cfg: "ModelConfig | str", prompt: int, new_tokens: int, ca
         def attention(queries, keys):
             return 4 * queries * keys * cfg.d_model * cfg.n_layers
     else:
-        mm = matmul_flops(cfg, 1)
-        head = mm.pop("lm_head")
-        body = sum(mm.values())
+        body, head = _projections_and_head(cfg)
 
         def attention(queries, keys):
             return 2 * attention_flops(cfg, queries, keys)["attn_scores"]
@@ -530,9 +535,8 @@ def naive_attention_crossover(cfg: "ModelConfig | str") -> int:
     ignored: this is where the cubic term would win, not a run that fits.
     """
     cfg = get_config(cfg)
-    mm = matmul_flops(cfg, 1)
-    head = mm.pop("lm_head")
-    body, a = sum(mm.values()), 4 * cfg.q_dim * cfg.n_layers
+    body, head = _projections_and_head(cfg)
+    a = 4 * cfg.q_dim * cfg.n_layers
 
     def attention_reaches(n: int) -> bool:
         return a * n * (n + 1) * (2 * n + 1) // 6 >= body * n * (n + 1) // 2 + head * n

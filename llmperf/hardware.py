@@ -18,7 +18,7 @@ measurements to set beside a prediction.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import torch
@@ -114,6 +114,16 @@ def roofline_time_by_part(parts: "Mapping[str, OpCost]", hw: Accelerator) -> dic
     not happen when they run in turn.
     """
     return {name: roofline_time(p.flops, p.bytes, hw) for name, p in parts.items()}
+
+
+def roofline_time_in_parts(parts: "Mapping[str, OpCost]", hw: Accelerator) -> float:
+    """Least seconds for one pass whose parts run in turn: the sum of `roofline_time_by_part`."""
+    return sum(roofline_time_by_part(parts, hw).values())
+
+
+def roofline_time_of_passes(passes: "Iterable[Mapping[str, OpCost]]", hw: Accelerator) -> float:
+    """Least seconds for passes run one after another (e.g. `cost.generation_passes`), each in parts."""
+    return sum(roofline_time_in_parts(parts, hw) for parts in passes)
 
 
 def _probe_sizes(device: torch.device) -> tuple[int, int]:

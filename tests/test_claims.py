@@ -18,8 +18,7 @@ def gpu_batch_sweep():
     """Chapter 3's batch sweep as an H100 would run it: SmolLM2 in bf16 at the CUDA sizes, predicted part by part."""
     sizes = sizes_for_type("cuda", free_memory=80e9)
     ctx, batches = sizes.decode_context, sizes.decode_batches
-    step = [sum(hardware.roofline_time_by_part(cost.decode_parts("smollm2-135m", ctx + 1, b, 2), H100).values())
-            for b in batches]
+    step = [hardware.roofline_time_in_parts(cost.decode_parts("smollm2-135m", ctx + 1, b, 2), H100) for b in batches]
     nbytes = [cost.decode_bytes("smollm2-135m", ctx + 1, b, 2).total for b in batches]
     parts = cost.decode_parts("smollm2-135m", ctx + 1, 1, 2)
     return dict(ctx=ctx, batches=batches, step=step, nbytes=nbytes, parts=parts)
@@ -118,8 +117,8 @@ def test_naive_gap_and_gap_by_device():
 def test_gpu_naive_gap_wording():
     """The 512+512 Llama-3-8B run predicted on an H100: about 2.5 times; an H200's ridge is lower than an H100's."""
     def predicted_ratio(hw):
-        naive, cached = (sum(sum(hardware.roofline_time_by_part(p, hw).values())
-                             for p in cost.generation_passes("llama-3-8b", 512, 512, cached=c)) for c in (False, True))
+        naive, cached = (hardware.roofline_time_of_passes(cost.generation_passes("llama-3-8b", 512, 512, cached=c), hw)
+                         for c in (False, True))
         return naive / cached
 
     h100 = predicted_ratio(H100)
