@@ -175,6 +175,29 @@ def measure_bandwidth(device: torch.device, nbytes: int | None = None, repeat: i
     return {"read": x.nbytes / read, "copy": 2 * x.nbytes / copy}
 
 
+def measure_op_overhead(device: torch.device, n_ops: int = 200, repeat: int = 10) -> float:
+    """Seconds one tiny op costs on `device`: the best of `repeat` runs of `n_ops` one-element adds, per add.
+
+    Each add moves 8 bytes and does one FLOP, so its time is all fixed cost: on a
+    CPU, PyTorch's dispatch (argument checks, picking a kernel, allocating the
+    result); on a GPU, also the kernel launch. The adds depend on each other,
+    one after the next, as a model's ops do.
+    """
+    if n_ops < 1:
+        raise ValueError(f"Need n_ops >= 1, got {n_ops}.")
+    device = pick_device(device)
+    x = torch.zeros(1, device=device)
+
+    @torch.inference_mode()
+    def chain():
+        y = x
+        for _ in range(n_ops):
+            y = y + 1.0
+        return y
+
+    return bench(chain, warmup=2, repeat=repeat, device=device).min / n_ops
+
+
 def probe(device=None, dtype: torch.dtype = torch.float32, repeat: int = 10) -> Accelerator:
     """Measure this device in a few seconds and return it as a row of the accelerator table.
 

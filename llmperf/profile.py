@@ -8,8 +8,12 @@ prefill and decode_step, and returns a function that runs it.
 - `bench_forward` times it (with `llmperf.timing`'s clock);
 - `op_counts` runs one decode step under torch.profiler and counts the operators
   it dispatches (and, on a GPU, the kernels);
+- `op_times` profiles a few decode steps and splits their time by the kind of op
+  (the weight products, attention, the cache write, the norms, the LM head, the
+  rest), to set against the bytes the cost model gives each kind;
 - `cuda_graph_step` records a decode step into a CUDA Graph once and returns a
   function that replays it: every kernel of the step submitted with one launch;
+  `compiled_step` does the same through torch.compile(mode="reduce-overhead");
 - `count_flops` counts the FLOPs of whatever runs inside it, with
   torch.utils.flop_counter.
 
@@ -26,12 +30,15 @@ import sys
 from collections import Counter
 from collections.abc import Callable
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
-from torch.profiler import ProfilerActivity, profile
+from torch.profiler import ProfilerActivity, profile, record_function
 from torch.utils.flop_counter import FlopCounterMode
 
+from .cost import decode_ops
+from .device import synchronize
 from .generation import decode_step, new_cache, prefill
 from .timing import Timing, bench
 
@@ -60,6 +67,7 @@ def forward_fn(model, batch: int = 1, new_tokens: int = 1, context: int = 0, all
             return decode_step(model, tokens, pos, cache)
         return prefill(model, tokens, cache, start=context, all_logits=all_logits)
 
+    run.cache = cache  # for callers that must tell a compiler the cache's buffers stay put (compiled_step)
     return run
 
 
@@ -77,18 +85,141 @@ def op_counts(model, batch: int = 1, context: int = 128) -> dict[str, Counter]:
     calls inside an operator are not counted again), "kernels": Counter of GPU
     kernels (empty on a CPU)}.
     """
-    step = forward_fn(model, batch, context=context)
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if model.device.type == "cuda" else [])
-    step()  # warm-up: first calls allocate and pick kernels
-    with _quiet_stderr(), profile(activities=activities) as prof:
-        step()
+    prof = _profile_steps(model, batch, context, steps=1)
     ops, kernels = Counter(), Counter()
     for e in prof.events():
-        if e.device_type == torch.autograd.DeviceType.CUDA:
+        if e.device_type == torch.autograd.DeviceType.CUDA and e.name != _STEP:  # not the label's GPU-side span
             kernels[e.name] += 1
-        elif e.name.startswith("aten::") and (e.cpu_parent is None or not e.cpu_parent.name.startswith("aten::")):
+        elif _is_top_level_op(e):
             ops[e.name] += 1
     return {"ops": ops, "kernels": kernels}
+
+
+OP_KINDS = ("projections", "attention", "KV write", "norms", "LM head", "other")
+"""The kinds of op `op_times` splits a decode step into, in the order of the cost model's `decode_ops`:
+"projections" are the seven weight products of every layer (wq wk wv wo w1 w3 w2), "LM head" the product
+with the vocabulary-sized matrix, "other" everything that reads no weights (embedding lookup, RoPE, SiLU,
+the residual adds, the multiply by the norm gains, reshapes)."""
+
+
+_KIND_OF = {"wq": "projections", "wk": "projections", "wv": "projections", "wo": "projections",
+            "w1": "projections", "w3": "projections", "w2": "projections", "lm_head": "LM head",
+            "attention": "attention", "kv_write": "KV write", "norms": "norms"}
+
+
+def bytes_by_kind(cfg, context: int, batch: int = 1, bytes_per_param: int = 2) -> dict[str, int]:
+    """The cost model's bytes of one decode step (`cost.decode_ops`, attending to `context` positions),
+    summed by kind of op (`OP_KINDS`): what each kind would take at the memory bandwidth. "other" reads
+    no weights and is given 0 bytes (its activations are a few vectors of d_model values)."""
+    totals = dict.fromkeys(OP_KINDS, 0)
+    for name, op in decode_ops(cfg, context, batch, bytes_per_param).items():
+        totals[_KIND_OF[name]] += op.bytes
+    return totals
+
+
+@dataclass(frozen=True)
+class OpTime:
+    """One kind of op in a decode step: how many ops of that kind one step dispatches, and their time per step."""
+
+    kind: str
+    ops: float
+    kernels: float  # GPU kernels those ops launched per step (0 on other devices)
+    seconds: float
+
+
+@dataclass(frozen=True)
+class StepProfile:
+    """A decode step split by kind of op (`OP_KINDS`), from torch.profiler.
+
+    `clock` says whose time `kinds` holds: "cpu" (each op's time from its call to
+    its return, the work of its nested calls included) or "gpu" (the run time of
+    the kernels each op launched). `step` is the wall time of a whole step under
+    the profiler, which adds a little to every op; on a CPU, `step` minus the sum
+    over `kinds` is the time spent between ops (Python, module calls). On a GPU,
+    `step` minus the kernels' time is when the GPU had nothing to run: waiting for
+    the CPU to launch the next kernel.
+    """
+
+    clock: str
+    kinds: dict[str, OpTime]
+    step: float
+
+    @property
+    def in_ops(self) -> float:
+        """Seconds per step spent inside the ops (CPU) or kernels (GPU) of every kind."""
+        return sum(k.seconds for k in self.kinds.values())
+
+    @property
+    def ops(self) -> float:
+        """Ops dispatched per step."""
+        return sum(k.ops for k in self.kinds.values())
+
+    @property
+    def kernels(self) -> float:
+        """GPU kernels launched per step (0 on other devices)."""
+        return sum(k.kernels for k in self.kinds.values())
+
+
+def op_kind(name: str, shapes, vocab_size: int) -> str:
+    """The kind (`OP_KINDS`) of a top-level aten op `name` whose inputs have `shapes` (as the profiler records
+    them), in a model whose vocabulary has `vocab_size` entries."""
+    if name == "aten::linear":
+        weight = shapes[1] if len(shapes) > 1 else []
+        return "LM head" if weight and weight[0] == vocab_size else "projections"
+    return {"aten::scaled_dot_product_attention": "attention", "aten::index_copy_": "KV write",
+            "aten::rms_norm": "norms"}.get(name, "other")
+
+
+def op_times(model, batch: int = 1, context: int = 128, steps: int = 5) -> StepProfile:
+    """Profile `steps` decode steps at position `context` and split their time per step by kind of op.
+
+    Counts only what goes through PyTorch's dispatcher: a fused model's NumPy
+    products (llmperf.fast) land in the time between ops, not in "projections".
+    """
+    if steps < 1:
+        raise ValueError(f"Need steps >= 1, got {steps}.")
+    prof = _profile_steps(model, batch, context, steps, record_shapes=True)
+    gpu = model.device.type == "cuda"
+    count, kernels, seconds, step = Counter(), Counter(), Counter(), 0.0
+    for e in prof.events():
+        if e.name == _STEP and e.device_type == torch.autograd.DeviceType.CPU:
+            step += e.cpu_time_total
+        elif _is_top_level_op(e):
+            kind = op_kind(e.name, e.input_shapes, model.cfg.vocab_size)
+            count[kind] += 1
+            kernels[kind] += _kernels(e)
+            seconds[kind] += e.device_time_total if gpu else e.cpu_time_total
+    per_step = 1e-6 / steps  # the profiler reports microseconds, summed over the steps
+    kinds = {k: OpTime(k, count[k] / steps, kernels[k] / steps, seconds[k] * per_step) for k in OP_KINDS}
+    return StepProfile("gpu" if gpu else "cpu", kinds, step * per_step)
+
+
+_STEP = "decode step"  # the profiler label around each step
+
+
+def _profile_steps(model, batch: int, context: int, steps: int, record_shapes: bool = False):
+    """torch.profiler's record of `steps` decode steps (after two untimed ones), each labelled `_STEP`."""
+    step = forward_fn(model, batch, context=context)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if model.device.type == "cuda" else [])
+    for _ in range(2):  # warm-up: first calls allocate and pick kernels
+        step()
+    with _quiet_stderr(), profile(activities=activities, record_shapes=record_shapes) as prof:
+        for _ in range(steps):
+            with record_function(_STEP):
+                step()
+            synchronize(model.device)
+    return prof
+
+
+def _kernels(e) -> int:
+    """GPU kernels launched by the profiler event `e` and everything it called."""
+    return len(e.kernels) + sum(_kernels(c) for c in e.cpu_children)
+
+
+def _is_top_level_op(e) -> bool:
+    """An aten operator called by the model itself, not from inside another operator."""
+    return (e.device_type == torch.autograd.DeviceType.CPU and e.name.startswith("aten::")
+            and (e.cpu_parent is None or not e.cpu_parent.name.startswith("aten::")))
 
 
 @contextmanager
@@ -130,7 +261,30 @@ def cuda_graph_step(model, batch: int = 1, context: int = 128) -> Callable[[], t
         graph.replay()
         return logits
 
+    # The graph reads the token, position and cache tensors at the addresses they had when it was recorded,
+    # and nothing else keeps them alive: without this reference they would be freed on return, their memory
+    # handed to the next allocation, and each replay would read whatever that wrote there.
+    replay.step = step
     return replay
+
+
+def compiled_step(model, batch: int = 1, context: int = 128, mode: str = "reduce-overhead") -> Callable[[], torch.Tensor]:
+    """One decode step at position `context` through torch.compile; returns a function that runs it.
+
+    mode="reduce-overhead" has torch.compile fuse what it can into generated
+    kernels and then record the step in a CUDA Graph of its own. The KV cache is
+    static and its buffers are marked as fixed addresses, so the graph may write
+    into them. The first calls compile (tens of seconds): call it a few times
+    before timing it. Requires a CUDA device for "reduce-overhead".
+    """
+    if mode == "reduce-overhead" and model.device.type != "cuda":
+        raise RuntimeError(f'torch.compile(mode="reduce-overhead") records CUDA Graphs and needs a CUDA device; '
+                           f"this model is on {model.device.type}. Skip this measurement on other devices.")
+    compiled = torch.compile(model, mode=mode, dynamic=False)
+    step = forward_fn(compiled, batch, context=context, static=True)
+    for buffer in (step.cache.k, step.cache.v):
+        torch._dynamo.mark_static_address(buffer)  # written in place each step: the graph must keep its address
+    return step
 
 
 @contextmanager

@@ -59,3 +59,29 @@ def test_big_model_rows_on_cuda():
     rows = load_benchmark().big_rows(torch.device("cuda"), args)
     assert [r["variant"] for r in rows] == ["eager", "CUDA Graph", "torch.compile"]
     assert all(r["ms_per_token"] > 0 and r["probe"] == "copy" for r in rows)
+
+
+def load_anatomy():
+    spec = importlib.util.spec_from_file_location("step_anatomy", ROOT / "benchmarks" / "step_anatomy.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_step_anatomy_writes_its_table(tmp_path):
+    out = tmp_path / "anatomy.json"
+    assert load_anatomy().main(["--device", "cpu", "--model", "tiny", "--context", "8", "--repeat", "2",
+                                "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert [r["variant"] for r in result["steps"]] == ["eager"]
+    assert {r["kind"] for r in result["kinds"]} >= {"projections", "LM head", "other"}
+    assert result["op_overhead_us"] > 0
+
+
+@pytest.mark.parametrize("argv", [["--dtype", "float8"], ["--model", "llama-9b"], ["--context", "-1"],
+                                  ["--device", "tpu"], ["--model", "tiny", "--context", "100000"]])
+def test_step_anatomy_rejects_bad_arguments(argv, capsys):
+    with pytest.raises(SystemExit):
+        load_anatomy().main(argv)
+    out = capsys.readouterr()
+    assert "error:" in out.err and out.out == ""

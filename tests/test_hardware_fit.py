@@ -102,3 +102,12 @@ def test_the_h200_row_carries_what_was_measured_on_one():
     h200 = hardware.ACCELERATORS["H200 SXM"]
     assert 0.7 < h200.measured["matmul_bfloat16"] / h200.flops < 0.9  # ~790 of 989 TFLOP/s
     assert hardware.ACCELERATORS["H100 SXM"].memory == 81_559 * 2**20  # as nvidia-smi reports it
+
+
+def test_op_overhead_is_a_few_microseconds_or_more():
+    from llmperf.hardware import measure_op_overhead
+
+    t = measure_op_overhead("cpu", n_ops=50, repeat=3)
+    assert 1e-8 < t < 1e-2  # positive, and an add of one number cannot take 10 ms
+    with pytest.raises(ValueError, match="n_ops >= 1"):
+        measure_op_overhead("cpu", n_ops=0)

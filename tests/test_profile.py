@@ -45,6 +45,11 @@ def test_cuda_graph_replay_matches_eager():
     torch.manual_seed(0)
     eager = forward_fn(model, batch=2, context=5, static=True)()
     assert out.shape == (2, model.cfg.vocab_size) and torch.allclose(out, eager, atol=1e-4)
+    # The graph's inputs outlive the call that recorded it: memory allocated and overwritten since
+    # (freed tensors' blocks are handed out again) does not change what it computes.
+    junk = [torch.full((1 << 20,), -7, dtype=torch.long, device="cuda") for _ in range(64)]
+    assert torch.allclose(replay(), out, atol=1e-4)
+    del junk
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU; this machine has none")
@@ -52,3 +57,75 @@ def test_random_preset_generates_on_gpu():
     model = build_model("smollm2-135m", device="cuda", dtype=torch.bfloat16)
     out = generate(model, [1, 2, 3, 4], 8)
     assert out.shape == (8,)
+
+
+def test_op_times_splits_a_step_by_kind(tiny):
+    from llmperf.profile import OP_KINDS, op_times
+
+    prof = op_times(tiny, context=8, steps=2)
+    assert list(prof.kinds) == list(OP_KINDS) and prof.clock == "cpu"
+    L = tiny.cfg.n_layers
+    k = prof.kinds
+    # The same exact counts as the model's code: 7 products per layer, 1 head, 1 attention and 2 cache
+    # writes (keys, values) per layer, 2 norms per layer plus the final one.
+    assert (k["projections"].ops, k["LM head"].ops, k["attention"].ops) == (7 * L, 1, L)
+    assert (k["KV write"].ops, k["norms"].ops) == (2 * L, 2 * L + 1)
+    assert prof.ops == sum(op_counts(tiny, context=8)["ops"].values())
+    assert all(t.seconds > 0 for t in k.values()) and prof.kernels == 0
+    assert prof.in_ops <= prof.step  # the ops run inside the step
+
+
+def test_op_kind_reads_the_weight_shape():
+    from llmperf.profile import op_kind
+
+    assert op_kind("aten::linear", [[1, 1, 64], [1000, 64], []], vocab_size=1000) == "LM head"
+    assert op_kind("aten::linear", [[1, 1, 64], [64, 64], []], vocab_size=1000) == "projections"
+    assert op_kind("aten::add", [[1, 1, 64], [1, 1, 64]], vocab_size=1000) == "other"
+
+
+def test_bytes_by_kind_add_up_to_the_step():
+    from llmperf import cost
+    from llmperf.profile import bytes_by_kind
+
+    for name in ("llama-3-8b", "smollm2-135m", "tiny"):
+        by_kind = bytes_by_kind(name, context=100)
+        assert sum(by_kind.values()) == cost.decode_bytes(name, 100).total and by_kind["other"] == 0
+
+
+def test_op_times_refuses_no_steps(tiny):
+    from llmperf.profile import op_times
+
+    with pytest.raises(ValueError, match="steps >= 1"):
+        op_times(tiny, steps=0)
+
+
+def test_compiled_step_needs_cuda(tiny):
+    from llmperf.profile import compiled_step
+
+    with pytest.raises(RuntimeError, match="needs a CUDA device"):
+        compiled_step(tiny)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="torch.compile's CUDA Graphs need an NVIDIA GPU; this machine has none")
+def test_compiled_step_matches_eager():
+    from llmperf.profile import compiled_step
+
+    model = build_model("tiny", device="cuda")
+    torch.manual_seed(0)
+    step = compiled_step(model, context=5)
+    for _ in range(3):  # compile, record, replay
+        out = step().clone()
+    torch.manual_seed(0)
+    eager = forward_fn(model, context=5, static=True)()
+    assert torch.allclose(out, eager, atol=1e-3)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="kernel counts need an NVIDIA GPU; this machine has none")
+def test_op_times_on_gpu_counts_kernels():
+    from llmperf.profile import op_times
+
+    model = build_model("tiny", device="cuda")
+    prof = op_times(model, context=8, steps=1)  # the same step op_counts profiles: the first after two warm-ups
+    assert prof.clock == "gpu" and prof.kinds["projections"].kernels >= 7 * model.cfg.n_layers
+    assert prof.kernels == sum(op_counts(model, context=8)["kernels"].values())
+    assert 0 < prof.in_ops < prof.step
