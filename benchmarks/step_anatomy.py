@@ -29,7 +29,7 @@ from llmperf import build_model, hardware, load_smollm2
 from llmperf.config import get_config
 from llmperf.device import DTYPES, check_dtype, dtype_name, environment, pick_device
 from llmperf.experiments import default_dtype
-from llmperf.profile import bytes_by_kind, compiled_step, cuda_graph_step, forward_fn, op_times
+from llmperf.profile import cost_by_kind, compiled_step, cuda_graph_step, forward_fn, op_times
 from llmperf.timing import bench
 from llmperf.weights import check_fits
 
@@ -41,7 +41,7 @@ def step_rows(model, device, context: int, repeat: int, skip_compile: bool) -> l
         variants["CUDA Graph"] = cuda_graph_step(model, context=context)
         if not skip_compile:
             variants["torch.compile reduce-overhead"] = compiled_step(model, context=context)
-    nbytes = sum(bytes_by_kind(model.cfg, context + 1, bytes_per_param=model.dtype.itemsize).values())
+    nbytes = sum(op.bytes for op in cost_by_kind(model.cfg, context + 1, bytes_per_param=model.dtype.itemsize).values())
     rows = []
     for name, fn in variants.items():
         bandwidth = hardware.measure_bandwidth(device)["read"]  # just before: a shared machine drifts
@@ -80,7 +80,7 @@ def main(argv=None) -> int:
     env = environment(device, dtype)
     print(env)
     prof = op_times(model, context=args.context)
-    nbytes = bytes_by_kind(cfg, args.context + 1, bytes_per_param=dtype.itemsize)
+    nbytes = {k: op.bytes for k, op in cost_by_kind(cfg, args.context + 1, bytes_per_param=dtype.itemsize).items()}
     overhead = hardware.measure_op_overhead(device)
     kinds = [{"kind": k.kind, "ops": k.ops, "kernels": k.kernels, "ms": k.seconds * 1e3, "bytes": nbytes[k.kind],
               "GBps": nbytes[k.kind] / k.seconds / 1e9 if k.seconds else None} for k in prof.kinds.values()]

@@ -188,3 +188,91 @@ def gap_by_device(here_ratio: float, here_ridge: float, h100_ratio: float, h100_
         return (f"narrower here ({here_ratio:.1f}×) than on an H100 ({h100_ratio:.1f}×): {ridges}, so this "
                 "machine has more arithmetic to spare for the recomputation while it waits on memory")
     return f"about as wide here ({here_ratio:.1f}×) as on an H100 ({h100_ratio:.1f}×): {ridges}"
+
+
+# --- chapter 5: one decode step, op by op ------------------------------------------------------
+
+def duration(seconds: float) -> str:
+    """A time with a unit that suits it: 0.0385 -> "38.5 ms", 6.7e-05 -> "67 µs", 2.5 -> "2.50 s"."""
+    if seconds >= 1:
+        return f"{seconds:.2f} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.1f} ms"
+    return f"{seconds * 1e6:.0f} µs" if seconds >= 1e-5 else f"{seconds * 1e6:.1f} µs"
+
+
+def fixed_costs(overhead: float, gap: float) -> str:
+    """What the ops' fixed costs (ops per step × one tiny op's time) explain of `gap`, the step's measured
+    time minus its bytes ÷ bandwidth."""
+    if gap <= 0:
+        return ("The step ran no slower than its bytes ÷ bandwidth here, so there is no gap to explain: the "
+                "probe's bandwidth was an underestimate on this run")
+    said = f"{duration(overhead)} of fixed costs against a gap of {duration(gap)}"
+    share = overhead / gap
+    if share > 1.25:
+        return (f"{said}: more than the whole gap. On this device an op's fixed cost partly overlaps other "
+                "work (a GPU runs one kernel while the processor prepares the next), so the two do not simply "
+                "add up")
+    if share >= 0.8:
+        return (f"{said}: nearly all of it. This step is bound by the number of ops it dispatches, not by the "
+                "bytes they move")
+    rest = ("the rest is the ops themselves taking longer than their bytes ÷ bandwidth, kernels that stream "
+            "below the probe's rate (the table shows which)")
+    if share >= 0.2:
+        return f"{said}: about {100 * share:.0f} % of it; {rest}"
+    return f"{said}: only {100 * share:.0f} % of it; {rest}"
+
+
+def roofline_multiple(ratio: float, who: str) -> str:
+    """A step's measured time ÷ its bytes ÷ bandwidth, against the "2-3 times" widely quoted for a plain
+    PyTorch loop."""
+    ratio = round(ratio, 1)  # the words must agree with the number printed
+    said = f"{who} took {ratio:.1f} times its bytes ÷ bandwidth"
+    if ratio < 2:
+        return f"{said}, less than the 2–3 times the widely quoted account expects of a plain PyTorch loop"
+    if ratio <= 3:
+        return f"{said}, within the 2–3 times the widely quoted account expects of a plain PyTorch loop"
+    return f"{said}, more than the 2–3 times the widely quoted account expects of a plain PyTorch loop"
+
+
+def graph_result(device_type: str, eager: float, graph: float | None, compiled: float | None,
+                 bandwidth_time: float) -> str:
+    """What recording the step in a CUDA Graph (and torch.compile's reduce-overhead mode) did, or, on a
+    device without CUDA, why there was nothing to measure."""
+    if device_type != "cuda" or graph is None:
+        return (f"This machine has no CUDA device ({device_type}), so the cell above measured nothing: a CUDA "
+                "Graph records GPU kernel launches, and a processor launches none. Its fixed cost per op is "
+                "PyTorch's dispatch, which runs every time an op is called; what lowers it is calling fewer "
+                "ops, as the fused model does")
+    text = (f"Replayed from a CUDA Graph the step took {duration(graph)} against {duration(eager)} eager, "
+            f"{speed_change(eager, graph, 'eager')}")
+    if compiled is not None:
+        text += (f"; torch.compile in reduce-overhead mode, which also fuses small ops into fewer kernels, took "
+                 f"{duration(compiled)}, {speed_change(eager, compiled, 'eager')}")
+    best = min(t for t in (graph, compiled) if t is not None)
+    return (f"{text}. The fastest is still {best / bandwidth_time:.1f} times the step's bytes ÷ bandwidth "
+            f"({duration(bandwidth_time)}): even replayed, each of its kernels has a fixed cost on the GPU")
+
+
+def head_time_share(time_share: float, byte_share: float) -> str:
+    """The LM head's share of the profiled time in ops against its share of the step's bytes."""
+    said = (f"The LM head took {100 * time_share:.1f} % of the time spent in ops, for "
+            f"{100 * byte_share:.1f} % of the bytes")
+    ratio = time_share / byte_share
+    if abs(ratio - 1) <= 0.25:
+        return f"{said}: about its share, so it streams its matrix at about the rate of the other products"
+    if ratio > 1:
+        return f"{said}: more than its share, so its product streams its matrix more slowly than the others do"
+    return (f"{said}: less than its share. One large product streams its matrix faster than many small ones, "
+            "each of which pays a fixed cost")
+
+
+def fused_ops(plain_ops: float, fused_ops: float) -> str:
+    """How many ops the fused model (llmperf.fast) calls per step against the plain one, and why."""
+    if fused_ops > plain_ops:
+        return (f"calls {fused_ops:,.0f} ops a step, more than the plain model's {plain_ops:,.0f}: here its "
+                "products run in NumPy's BLAS, and the conversions that hand each one over are ops too. "
+                "Whatever it gains must come from how fast its products stream the weights, not from "
+                "calling fewer ops")
+    return (f"calls {fused_ops:,.0f} ops a step against the plain model's {plain_ops:,.0f}: one product for "
+            "q, k and v together and one for the gate and up projections, where the plain model calls five")

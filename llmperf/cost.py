@@ -284,8 +284,8 @@ class OpCost:
 
     @property
     def intensity(self) -> float:
-        """FLOPs per byte (0 for an op that only moves data)."""
-        return self.flops / self.bytes
+        """FLOPs per byte (0 for an op that only moves data, or moves none)."""
+        return self.flops / self.bytes if self.bytes else 0.0
 
 
 def decode_ops(cfg: "ModelConfig | str", context: int, batch: int = 1, bytes_per_param: int = 2,

@@ -37,7 +37,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.profiler import ProfilerActivity, profile, record_function
 from torch.utils.flop_counter import FlopCounterMode
 
-from .cost import decode_ops
+from .cost import OpCost, decode_ops
 from .device import synchronize
 from .generation import decode_step, new_cache, prefill
 from .timing import Timing, bench
@@ -107,13 +107,15 @@ _KIND_OF = {"wq": "projections", "wk": "projections", "wv": "projections", "wo":
             "attention": "attention", "kv_write": "KV write", "norms": "norms"}
 
 
-def bytes_by_kind(cfg, context: int, batch: int = 1, bytes_per_param: int = 2) -> dict[str, int]:
-    """The cost model's bytes of one decode step (`cost.decode_ops`, attending to `context` positions),
-    summed by kind of op (`OP_KINDS`): what each kind would take at the memory bandwidth. "other" reads
-    no weights and is given 0 bytes (its activations are a few vectors of d_model values)."""
-    totals = dict.fromkeys(OP_KINDS, 0)
+def cost_by_kind(cfg, context: int, batch: int = 1, bytes_per_param: int = 2) -> dict[str, OpCost]:
+    """The cost model's FLOPs and bytes of one decode step (`cost.decode_ops`, attending to `context`
+    positions), summed by kind of op (`OP_KINDS`); `count` is how many of the model's ops of that kind the
+    cost model counts (the seven products of a layer count as seven). "other" is given no FLOPs and no
+    bytes: it reads no weights, and its activations are a few vectors of d_model values."""
+    totals = {kind: OpCost(kind, 0, 0, 0) for kind in OP_KINDS}
     for name, op in decode_ops(cfg, context, batch, bytes_per_param).items():
-        totals[_KIND_OF[name]] += op.bytes
+        t = totals[_KIND_OF[name]]
+        totals[t.name] = OpCost(t.name, t.flops + op.flops, t.bytes + op.bytes, t.count + op.count)
     return totals
 
 

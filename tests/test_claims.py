@@ -125,3 +125,48 @@ def test_gpu_naive_gap_wording():
     assert 2 < h100 < 3
     h200 = hardware.ACCELERATORS["H200 SXM"]
     assert claims.gap_by_device(predicted_ratio(h200), h200.ridge, h100, H100.ridge).startswith("wider here")
+
+
+# --- chapter 5. The GPU figures are those an H200 measured for a SmolLM2-shaped bf16 step after 512 tokens
+# (benchmarks/step_anatomy.py, 2026-11-29): eager 38.7 ms, CUDA Graph 3.40 ms, torch.compile 2.34 ms,
+# bytes ÷ bandwidth 0.067 ms, 1,632 ops at 17.7 µs each.
+
+def test_duration_picks_a_unit():
+    assert claims.duration(0.0385) == "38.5 ms" and claims.duration(6.7e-5) == "67 µs"
+    assert claims.duration(2.5) == "2.50 s" and claims.duration(3.2e-6) == "3.2 µs"
+
+
+@pytest.mark.parametrize("overhead, gap, words", [
+    (5.2e-3, 15.4e-3, "about 34 % of it"),          # the 2-core CPU of chapter 5's first run
+    (28.9e-3, 38.6e-3, "about 75 % of it"),         # the H200, eager
+    (1.0e-3, 20e-3, "only 5 % of it"),
+    (9e-3, 10e-3, "nearly all of it"),
+    (20e-3, 10e-3, "more than the whole gap"),
+    (1e-3, -1e-3, "no gap to explain"),
+])
+def test_fixed_costs_wording(overhead, gap, words):
+    assert words in claims.fixed_costs(overhead, gap)
+
+
+@pytest.mark.parametrize("ratio, words", [(1.6, "less than"), (1.996, "within"), (2.5, "within"), (3.04, "within"),
+                                          (576, "more than")])
+def test_roofline_multiple_wording(ratio, words):
+    assert f"{words} the 2–3 times" in claims.roofline_multiple(ratio, "The plain step")
+
+
+def test_graph_result_on_a_gpu_and_elsewhere():
+    text = claims.graph_result("cuda", 38.7e-3, 3.40e-3, 2.34e-3, 6.7e-5)
+    assert "11.4 times faster than eager" in text and "16.5 times faster" in text and "34.9 times" in text
+    assert "no CUDA device (cpu)" in claims.graph_result("cpu", 38e-3, None, None, 20e-3)
+    assert "torch.compile" not in claims.graph_result("cuda", 38.7e-3, 3.4e-3, None, 6.7e-5)
+
+
+@pytest.mark.parametrize("time_share, byte_share, words", [
+    (0.13, 0.21, "less than its share"), (0.21, 0.21, "about its share"), (0.40, 0.21, "more than its share")])
+def test_head_time_share_wording(time_share, byte_share, words):
+    assert words in claims.head_time_share(time_share, byte_share)
+
+
+def test_fused_ops_wording():
+    assert "more than the plain model's 1,632" in claims.fused_ops(1632, 2754)
+    assert "against the plain model's 1,632" in claims.fused_ops(1632, 1540)
