@@ -14,8 +14,9 @@ Same machine, same run, same SmolLM2 weights, dtype and device: batch 1, a
   machine's bandwidth drifts, so one probe at the start would not do).
 - on CUDA, also a big random-weight model in bfloat16 (--big, default
   llama-3-8b), one decode step at the mean context with a static cache: eager,
-  replayed from a CUDA Graph, and torch.compile (--skip-compile leaves it out),
-  against the copy bandwidth probed before each row. --skip-smollm2 runs only
+  replayed from a CUDA Graph (the plain model and the fused one), and
+  torch.compile(mode="reduce-overhead") (--skip-compile leaves it out), against
+  the copy bandwidth probed before each row. --skip-smollm2 runs only
   these rows (for a GPU machine without the SmolLM2 weights).
 
     python benchmarks/decode.py [--dtypes float32,bfloat16] [--repeat 3] [--json out.json]
@@ -33,7 +34,8 @@ import torch
 
 from llmperf import cost, hardware, load_smollm2, stream
 from llmperf.config import get_config
-from llmperf.device import DTYPES, check_dtype, dtype_name, environment, pick_device, synchronize
+from llmperf.device import (DTYPES, check_dtype, dtype_name, environment, free_memory_bytes, pick_device,
+                            synchronize)
 from llmperf.fast import fuse
 from llmperf.metrics import RequestTimes
 from llmperf.weights import check_fits, load_smollm2_transformers
@@ -111,21 +113,27 @@ def smollm2_rows(device, dtype, args):
 
 def big_rows(device, args):
     """A big random-weight model (default Llama-3-8B-shaped) in bfloat16, one decode step with a static
-    cache: eager, replayed from a CUDA Graph (CUDA only), and torch.compile (unless --skip-compile)."""
+    cache: eager; on CUDA also replayed from a CUDA Graph, plain and fused (llmperf.fast: one q/k/v product
+    and one gate/up product per layer, so fewer and larger kernels), and torch.compile's reduce-overhead
+    mode (fused kernels in a graph of its own; unless --skip-compile)."""
     from llmperf import build_model
-    from llmperf.profile import bench_forward, cuda_graph_step
+    from llmperf.profile import bench_forward, compiled_step, cuda_graph_step
     from llmperf.timing import bench
 
     model = build_model(args.big, device, torch.bfloat16)
     context = mean_context(args)
     variants = {"eager": lambda: bench_forward(model, context=context, repeat=20, static=True).median}
     if device.type == "cuda":
-        graph = cuda_graph_step(model, context=context)
-        variants["CUDA Graph"] = lambda: bench(graph, warmup=3, repeat=20, device=device).median
-    if not args.skip_compile:
-        compiled = torch.compile(model, dynamic=False)  # default mode: no CUDA Graphs of its own
-        bench_forward(compiled, context=context, warmup=1, repeat=1, static=True)  # compile now, not in the timing
-        variants["torch.compile"] = lambda: bench_forward(compiled, context=context, repeat=20, static=True).median
+        graphs = {"CUDA Graph": cuda_graph_step(model, context=context)}
+        # The fused matrices are new tensors: up to another copy of the weights (the q/k/v and gate/up ones).
+        if free_memory_bytes(device) > 1.2 * cost.weight_bytes(model.cfg, 2):
+            graphs["fused, CUDA Graph"] = cuda_graph_step(fuse(model), context=context)
+        else:
+            print(f"fused, CUDA Graph: skipped, too little free memory on {device} for a fused copy of the weights")
+        if not args.skip_compile:
+            graphs["torch.compile"] = compiled_step(model, context=context)  # reduce-overhead
+        for name, step in graphs.items():
+            variants[name] = lambda step=step: bench(step, warmup=5, repeat=20, device=device).median
     return measure_rows(args.big, torch.bfloat16, variants, step_bytes(model.cfg, torch.bfloat16, context),
                         device, "copy")
 
@@ -167,7 +175,7 @@ def main(argv=None) -> int:
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--big", default="llama-3-8b", help="preset for the CUDA-only rows (random weights, bfloat16)")
     p.add_argument("--skip-compile", action="store_true",
-                   help="leave out the CUDA-only torch.compile row (compiling takes minutes)")
+                   help="leave out the CUDA-only torch.compile row (compiling takes a minute or two)")
     p.add_argument("--skip-transformers", action="store_true")
     p.add_argument("--skip-smollm2", action="store_true", help="only the big random-weight rows (CUDA only)")
     p.add_argument("--json", default=None, help="also write the table to this file")

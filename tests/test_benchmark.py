@@ -57,7 +57,7 @@ def test_big_model_rows_on_cuda():
 
     args = argparse.Namespace(big="tiny", prompt=4, new_tokens=4, skip_compile=False)
     rows = load_benchmark().big_rows(torch.device("cuda"), args)
-    assert [r["variant"] for r in rows] == ["eager", "CUDA Graph", "torch.compile"]
+    assert [r["variant"] for r in rows] == ["eager", "CUDA Graph", "fused, CUDA Graph", "torch.compile"]
     assert all(r["ms_per_token"] > 0 and r["probe"] == "copy" for r in rows)
 
 

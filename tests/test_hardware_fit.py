@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from llmperf import hardware
+from llmperf import cost, hardware
 from llmperf.timing import Timing
 from llmperf.fit import linear_fit, poly_fit
 
@@ -111,3 +111,25 @@ def test_op_overhead_is_a_few_microseconds_or_more():
     assert 1e-8 < t < 1e-2  # positive, and an add of one number cannot take 10 ms
     with pytest.raises(ValueError, match="n_ops >= 1"):
         measure_op_overhead("cpu", n_ops=0)
+
+
+@pytest.mark.parametrize("free_memory", [80e9, 24e9])
+def test_chapter_2_gpu_sweep_model_leaves_the_launch_floor(free_memory):
+    """Chapter 2 asserts that TTFT at least doubles over its sweep. On a GPU that needs a model whose longest
+    prefill takes well over the fixed cost of its ops: at 5 µs an op (the widely quoted launch cost) and an
+    H100's datasheet rate, the longest prompt's arithmetic must exceed twice the shortest pass's floor.
+    SmolLM2-135M does not (an H200 measured its TTFT flat at 17-20 ms from 1,024 to 8,192 tokens)."""
+    from llmperf import build_model
+    from llmperf.experiments import sizes_for_type
+    from llmperf.profile import op_counts
+
+    s = sizes_for_type("cuda", free_memory=free_memory)
+    h100 = hardware.ACCELERATORS["H100 SXM"]
+    per_layer = sum(op_counts(build_model("tiny", "cpu"), context=4)["ops"].values())  # any depth-2 model
+    for name, ok in ((s.prefill_model, True), ("smollm2-135m", False)):
+        cfg = cost.get_config(name)
+        assert s.prefill_lengths[-1] <= cfg.max_seq_len
+        floor = per_layer / 2 * (cfg.n_layers + 1) * 5e-6  # ops grow with depth; ~1 layer's worth outside
+        first, last = (max(cost.prefill_flops(cfg, S, logits_for=1).total / h100.flops, floor)
+                       for S in (s.prefill_lengths[0], s.prefill_lengths[-1]))
+        assert (last > 2 * first) is ok, (name, first, last)
