@@ -221,8 +221,8 @@ def fixed_costs(overhead: float, gap: float) -> str:
     if share >= 0.8:
         return (f"{said}: nearly all of it. This step is bound by the number of ops it dispatches, not by the "
                 "bytes they move")
-    rest = ("the rest is the ops themselves taking longer than their bytes ÷ bandwidth, kernels that stream "
-            "below the probe's rate (the table shows which)")
+    rest = ("the rest is time outside the ops and ops streaming their bytes below the probe's rate (the "
+            "profile shows both)")
     if share >= 0.2:
         return f"{said}: about {100 * share:.0f} % of it; {rest}"
     return f"{said}: only {100 * share:.0f} % of it; {rest}"
@@ -247,10 +247,12 @@ def graph_result(device_type: str, eager: float, graph: float | None, compiled: 
     if device_type != "cuda" or graph is None:
         return (f"This machine has no CUDA device ({device_type}), so the cell above measured nothing: a CUDA "
                 "Graph records GPU kernel launches, and a processor launches none. Its fixed cost per op is "
-                "PyTorch's dispatch, which runs every time an op is called; what lowers it is calling fewer "
-                "ops, as the fused model does")
+                "PyTorch's dispatch, which runs every time an op is called, and only calling fewer ops "
+                "lowers it")
     text = (f"Replayed from a CUDA Graph the step took {duration(graph)} against {duration(eager)} eager, "
             f"{speed_change(eager, graph, 'eager')}")
+    if graph < eager:
+        text += f": {100 * (1 - graph / eager):.0f} % of the eager step was spent launching kernels one by one"
     if compiled is not None:
         text += (f"; torch.compile in reduce-overhead mode, which also fuses small ops into fewer kernels, took "
                  f"{duration(compiled)}, {speed_change(eager, compiled, 'eager')}")
@@ -279,5 +281,6 @@ def fused_ops(plain_ops: float, fused_ops: float) -> str:
                 "products run in NumPy's BLAS, and the conversions that hand each one over are ops too. "
                 "Whatever it gains must come from how fast its products stream the weights, not from "
                 "calling fewer ops")
-    return (f"calls {fused_ops:,.0f} ops a step against the plain model's {plain_ops:,.0f}: one product for "
-            "q, k and v together and one for the gate and up projections, where the plain model calls five")
+    return (f"calls {fused_ops:,.0f} ops a step against the plain model's {plain_ops:,.0f}: among other "
+            "things, one product for q, k and v together and one for the gate and up projections, where the "
+            "plain model calls five, and one rotation for q and k together")

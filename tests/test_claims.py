@@ -160,6 +160,7 @@ def test_roofline_multiple_wording(ratio, words):
 def test_graph_result_on_a_gpu_and_elsewhere():
     text = claims.graph_result("cuda", 38.7e-3, 3.40e-3, 2.34e-3, 6.7e-5)
     assert "11.4 times faster than eager" in text and "16.5 times faster" in text and "34.9 times" in text
+    assert "91 % of the eager step was spent launching" in text
     assert "no CUDA device (cpu)" in claims.graph_result("cpu", 38e-3, None, None, 20e-3)
     assert "torch.compile" not in claims.graph_result("cuda", 38.7e-3, 3.4e-3, None, 6.7e-5)
 
