@@ -45,10 +45,17 @@ def prefill(model: Transformer, tokens: torch.Tensor, cache: KVCache, start: int
 def decode_step(model: Transformer, token: torch.Tensor, pos: "int | torch.Tensor", cache: KVCache) -> torch.Tensor:
     """Run one new token per sequence (B, 1) at position `pos`; return its logits (B, vocab).
 
-    `pos` is an int, or a one-element tensor on the model's device: the form a
-    CUDA Graph needs, since it replays the same memory and cannot take a new int.
+    `pos` is an int, or a one-element tensor on the model's device (the form a
+    CUDA Graph needs, since it replays the same memory and cannot take a new
+    int): every sequence at that position. A tensor of B positions puts each
+    sequence at its own (a server's batch of requests of different lengths).
     """
-    input_pos = pos.view(1) if isinstance(pos, torch.Tensor) else torch.tensor([pos], device=token.device)
+    if not isinstance(pos, torch.Tensor):
+        input_pos = torch.tensor([pos], device=token.device)  # (1,)
+    elif pos.numel() == 1:
+        input_pos = pos.view(1)  # (1,): shared by every sequence
+    else:
+        input_pos = pos.view(-1, 1)  # (B, 1): one position per sequence
     return model(token, input_pos, cache)[:, -1]
 
 

@@ -19,6 +19,12 @@ The cache also decides which keys a forward pass reads, and under which mask
 - static: attention reads the whole capacity, and a mask hides the positions not
   yet written. Every step has identical shapes and the host never looks at the
   positions: the form a CUDA Graph replays and `torch.compile` compiles once.
+
+Positions come in two forms. `input_pos` of shape (S,) puts every sequence's
+new tokens at the same positions: a prompt, or a batch that started together.
+`input_pos` of shape (B, S) gives each sequence its own: what a server needs
+when it batches requests that arrived at different times, each at its own
+length (continuous batching, chapter 6). Then every row has its own mask.
 """
 
 from __future__ import annotations
@@ -34,11 +40,14 @@ class CacheOverflowError(ValueError):
 
 
 def causal_mask(input_pos: torch.Tensor, n_keys: int) -> torch.Tensor:
-    """mask[i, j]: may the token at position input_pos[i] read the key at position j? (S, n_keys), boolean.
+    """mask[..., i, j]: may the token at position input_pos[..., i] read the key at position j? Boolean,
+    (S, n_keys) for input_pos (S,), or (B, 1, S, n_keys) for input_pos (B, S): one mask per sequence, shared
+    by its heads.
 
     A token reads itself and every earlier position, never a later one.
     """
-    return torch.arange(n_keys, device=input_pos.device)[None, :] <= input_pos[:, None]  # (S, n_keys)
+    mask = torch.arange(n_keys, device=input_pos.device) <= input_pos[..., None]  # (S, n_keys) or (B, S, n_keys)
+    return mask if input_pos.dim() == 1 else mask[:, None]
 
 
 class KVCache(nn.Module):
@@ -74,37 +83,65 @@ class KVCache(nn.Module):
         return self.k.nbytes + self.v.nbytes
 
     def window(self, input_pos: torch.Tensor, batch_size: int) -> torch.Tensor | None:
-        """Begin a forward pass that writes `batch_size` sequences' tokens at positions `input_pos` (S,).
+        """Begin a forward pass that writes `batch_size` sequences' tokens at positions `input_pos`, (S,) for
+        all sequences alike or (B, S) for each its own.
 
         Checks that they fit, fixes how many keys `update` will return (T), and
-        returns the mask (S, T) of the keys each new token may read, or None when
-        every new token may read all T of them (one new token, dynamic cache).
-        A static cache does not check positions: that would make the host wait
-        for the device, which a CUDA Graph cannot do.
+        returns the mask of the keys each new token may read ((S, T), or
+        (B, 1, S, T) for per-sequence positions), or None when every new token
+        may read all T of them (one new token at one shared position, dynamic
+        cache). A static cache does not check positions: that would make the
+        host wait for the device, which a CUDA Graph cannot do.
         """
         if batch_size != self.batch_size:
             raise ValueError(
                 f"This cache was allocated for batch size {self.batch_size}, but the tokens have "
                 f"batch size {batch_size}. Allocate a new KVCache for this batch.")
+        per_sequence = input_pos.dim() == 2
+        if per_sequence and input_pos.shape[0] != batch_size:
+            raise ValueError(f"Per-sequence positions need one row per sequence: got {input_pos.shape[0]} rows "
+                             f"for a batch of {batch_size}.")
         if self.static:
-            return causal_mask(input_pos, self.capacity)  # (S, capacity): unwritten positions hidden
-        last = int(input_pos[-1])
+            return causal_mask(input_pos, self.capacity)  # unwritten positions hidden
+        last = int(input_pos.max())
         if last >= self.capacity:
             raise CacheOverflowError(
                 f"Position {last} does not fit in a KV cache of capacity {self.capacity} tokens. "
                 "Allocate a cache with capacity >= prompt length + max_new_tokens.")
-        self.n_keys = last + 1  # read the filled prefix only
-        return causal_mask(input_pos, self.n_keys) if len(input_pos) > 1 else None
+        self.n_keys = last + 1  # read the filled prefix only (the longest sequence's, with per-sequence positions)
+        return causal_mask(input_pos, self.n_keys) if per_sequence or len(input_pos) > 1 else None
 
     def update(self, layer: int, input_pos: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
-        """Write `k`, `v` of shape (B, n_kv_heads, S, head_dim) at positions `input_pos` (S,) of `layer`.
+        """Write `k`, `v` of shape (B, n_kv_heads, S, head_dim) at positions `input_pos`, (S,) or (B, S), of `layer`.
 
         Returns the keys and values this pass reads, each (B, n_kv_heads, T, head_dim),
         T as fixed by `window`.
         """
-        self.k[layer].index_copy_(2, input_pos, k)
-        self.v[layer].index_copy_(2, input_pos, v)
+        if input_pos.dim() == 1:  # the same positions in every sequence
+            self.k[layer].index_copy_(2, input_pos, k)
+            self.v[layer].index_copy_(2, input_pos, v)
+        else:  # each sequence at its own positions: input_pos (B, S) -> an index for every element written
+            index = input_pos[:, None, :, None].expand_as(k)  # (B, Hkv, S, hd)
+            self.k[layer].scatter_(2, index, k)
+            self.v[layer].scatter_(2, index, v)
         return self.k[layer][:, :, :self.n_keys], self.v[layer][:, :, :self.n_keys]
+
+    def load(self, slot: int, source: "KVCache", length: int) -> None:
+        """Copy positions 0..length-1 of `source`'s only sequence into sequence `slot` of this cache.
+
+        A server prefills each new request on its own, into a one-sequence cache,
+        then moves its keys and values into a free slot of the batch it decodes.
+        """
+        if source.batch_size != 1 or source.n_layers != self.n_layers:
+            raise ValueError("load() copies one sequence: the source cache must hold batch size 1 and the same "
+                             "layers as this one.")
+        if not 0 <= slot < self.batch_size:
+            raise ValueError(f"Slot {slot} does not exist in a cache of batch size {self.batch_size}.")
+        if not 0 < length <= min(self.capacity, source.capacity):
+            raise CacheOverflowError(f"Cannot copy {length} positions between caches of capacity "
+                                     f"{source.capacity} and {self.capacity}.")
+        self.k[:, slot, :, :length] = source.k[:, 0, :, :length]  # (L, Hkv, length, hd)
+        self.v[:, slot, :, :length] = source.v[:, 0, :, :length]
 
     def reset(self) -> None:
         """Zero the buffers (not needed for correctness: positions are overwritten before use)."""

@@ -15,21 +15,49 @@ vLLM's benchmark, MLPerf Inference and NVIDIA GenAI-Perf
   them); TPOT is their mean.
 
 A token is a token: a server that streams several tokens in one chunk must be
-timed per token, not per chunk, or n is undercounted.
+timed per token, not per chunk, or n is undercounted. A client sees only when
+each chunk arrives, so `RequestTimes` takes the chunks' arrival times and,
+separately, the number of tokens (from the server's `usage`): TPOT then divides
+by the true n, while the inter-token gaps are gaps between chunks, which equal
+the gaps between tokens only when every chunk carries one token.
+
+A whole run (`summarize`) adds, with `dur` from the first request sent to the
+last token received:
+
+- request throughput = completed requests / dur; output token throughput =
+  Σ output tokens / dur; total token throughput = Σ (input + output) / dur;
+- goodput = requests that met every latency objective / dur (DistServe's
+  definition);
+- percentiles with the method named: "linear" interpolates between the two
+  nearest values (NumPy's default, vLLM's benchmark), "nearest_rank" takes the
+  smallest value with at least q % of the values at or below it (MLPerf);
+- TTFT, TPOT and E2E statistics are per request (each request counts once); ITL
+  statistics pool every gap of every request (each token counts once), so a
+  long answer weighs more in ITL than in TPOT;
+- Little's Law: the mean number of requests in flight, integrated from the
+  timestamps, against arrival rate × mean latency (`littles_law`).
+
+Requests that failed or returned no tokens are left out of every latency and
+throughput figure and counted separately.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
 
 
 @dataclass(frozen=True)
 class RequestTimes:
-    """One request: when it was sent, and when each of its output tokens arrived (seconds, one clock)."""
+    """One request: when it was sent, and when each of its output tokens (or chunks of them) arrived
+    (seconds, one clock). `tokens` is how many output tokens it received, when a chunk may hold several
+    (the server's `usage`); by default, one per arrival."""
 
     sent: float
     token_times: Sequence[float]
+    tokens: int | None = None
 
     def __post_init__(self):
         times = tuple(float(t) for t in self.token_times)  # a list becomes an immutable tuple
@@ -41,12 +69,15 @@ class RequestTimes:
                              "the timestamps must come from one clock (time.perf_counter()).")
         if any(b < a for a, b in zip(times, times[1:])):
             raise ValueError("Token arrival times must not decrease: pass them in the order the tokens arrived.")
+        if self.tokens is not None and self.tokens < len(times):
+            raise ValueError(f"{len(times)} arrivals cannot carry only {self.tokens} tokens: every streamed chunk "
+                             "holds at least one token. Pass the usage's completion_tokens as `tokens`.")
         object.__setattr__(self, "token_times", times)
 
     @property
     def n_tokens(self) -> int:
         """Output tokens received."""
-        return len(self.token_times)
+        return len(self.token_times) if self.tokens is None else self.tokens
 
     @property
     def ttft(self) -> float:
@@ -67,5 +98,176 @@ class RequestTimes:
 
     @property
     def itl(self) -> list[float]:
-        """Inter-token latencies (s): the n − 1 gaps between successive tokens."""
+        """Inter-token latencies (s): the gaps between successive arrivals (n − 1 of them when each arrival is
+        one token)."""
         return [b - a for a, b in zip(self.token_times, self.token_times[1:])]
+
+
+# --- a whole run --------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class RequestRecord:
+    """One request of a benchmark run, as a load generator records it.
+
+    `token_times`: arrival of each streamed chunk that carried text; `input_tokens` and `output_tokens`: the
+    server's `usage` (None when it sent none: then one token per chunk is assumed); `error`: why the request
+    failed (a status code, a timeout, a dropped connection), or None.
+    """
+
+    sent: float
+    token_times: Sequence[float] = ()
+    input_tokens: int = 0
+    output_tokens: int | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Completed with at least one token: the requests every latency and throughput figure counts."""
+        return (self.error is None and len(self.token_times) > 0
+                and (self.output_tokens is None or self.output_tokens > 0))
+
+    @property
+    def times(self) -> RequestTimes:
+        """This request's latencies (only for an `ok` request)."""
+        return RequestTimes(self.sent, self.token_times, self.output_tokens)
+
+
+PERCENTILE_METHODS = {"linear": "linear", "nearest_rank": "inverted_cdf"}  # our name -> numpy's
+
+
+def percentile(values: Sequence[float], q: float, method: str = "linear") -> float:
+    """The q-th percentile (0-100) of `values`: "linear" interpolates (NumPy's default, vLLM), "nearest_rank"
+    is the smallest value with at least q % of the values at or below it (MLPerf)."""
+    if method not in PERCENTILE_METHODS:
+        raise ValueError(f"Unknown percentile method {method!r}; choose from {list(PERCENTILE_METHODS)}.")
+    if not 0 <= q <= 100:
+        raise ValueError(f"A percentile is between 0 and 100, got {q}.")
+    if len(values) == 0:
+        raise ValueError("No values to take a percentile of.")
+    return float(np.percentile(np.asarray(values, dtype=float), q, method=PERCENTILE_METHODS[method]))
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Mean, median, p90 and p99 of one metric (seconds), and how many values they summarise."""
+
+    mean: float
+    median: float
+    p90: float
+    p99: float
+    count: int
+
+
+def stats(values: Sequence[float], method: str = "linear") -> Stats | None:
+    """The summary statistics of `values`, or None when there are none (e.g. TPOT when every answer was one
+    token long)."""
+    if len(values) == 0:
+        return None
+    return Stats(float(np.mean(values)), *(percentile(values, q, method) for q in (50, 90, 99)), len(values))
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """What a benchmark run measured (seconds, and per second of `duration`)."""
+
+    completed: int
+    failed: int
+    duration: float
+    request_throughput: float
+    output_throughput: float
+    total_throughput: float
+    ttft: Stats
+    tpot: Stats | None
+    itl: Stats | None
+    e2e: Stats
+    goodput: float | None = None
+    errors: dict[str, int] = field(default_factory=dict)
+    method: str = "linear"
+
+
+def summarize(records: Sequence[RequestRecord], objectives: Mapping[str, float] | None = None,
+              method: str = "linear") -> RunSummary:
+    """Summarise a run. `objectives` ({"ttft": s, "tpot": s, "e2e": s}, any subset) adds goodput: requests
+    meeting every one of them, per second (a one-token request has no TPOT and meets a TPOT objective)."""
+    if method not in PERCENTILE_METHODS:
+        raise ValueError(f"Unknown percentile method {method!r}; choose from {list(PERCENTILE_METHODS)}.")
+    unknown = set(objectives or {}) - {"ttft", "tpot", "e2e"}
+    if unknown:
+        raise ValueError(f"Unknown latency objective(s) {sorted(unknown)}; use ttft, tpot and e2e (seconds).")
+    if not records:
+        raise ValueError("The run holds no requests: there is nothing to summarise. Send some requests first.")
+    done = [r for r in records if r.ok]
+    if not done:
+        raise ValueError(f"None of the {len(records)} requests completed with a token, so no latency or "
+                         "throughput can be given. Look at their errors (RequestRecord.error).")
+    errors: dict[str, int] = {}
+    for r in records:
+        if not r.ok:
+            reason = r.error or "no tokens"
+            errors[reason] = errors.get(reason, 0) + 1
+    times = [r.times for r in done]
+    duration = max(t.token_times[-1] for t in times) - min(r.sent for r in records)
+    if duration <= 0:
+        raise ValueError("The run took no time by its timestamps; they must come from one clock.")
+    tpots = [t.tpot for t in times if t.tpot is not None]
+    output = sum(t.n_tokens for t in times)
+    goodput = None
+    if objectives is not None:
+        good = sum(all(_meets(t, metric, limit) for metric, limit in objectives.items()) for t in times)
+        goodput = good / duration
+    return RunSummary(
+        completed=len(done), failed=len(records) - len(done), duration=duration,
+        request_throughput=len(done) / duration, output_throughput=output / duration,
+        total_throughput=(output + sum(r.input_tokens for r in done)) / duration,
+        ttft=stats([t.ttft for t in times], method), tpot=stats(tpots, method),
+        itl=stats([gap for t in times for gap in t.itl], method), e2e=stats([t.e2e for t in times], method),
+        goodput=goodput, errors=errors, method=method)
+
+
+def _meets(t: RequestTimes, metric: str, limit: float) -> bool:
+    value = getattr(t, metric)
+    return value is None or value <= limit
+
+
+def littles_law(records: Sequence[RequestRecord], start: float | None = None,
+                end: float | None = None) -> tuple[float, float]:
+    """(L, λ·W) over the window [start, end] (default: the whole run): L is the mean number of completed
+    requests in flight, integrated from their timestamps; λ is the rate at which they were sent in the window
+    and W the mean E2E latency of those sent in it.
+
+    Over the whole run the two are equal by construction (both are total time in flight ÷ duration). Over a
+    window inside a run they agree only if the system is stable: when a queue keeps growing, the requests
+    sent in the window stay in flight long after it, and the two part.
+    """
+    done = [r for r in records if r.ok]
+    if not done:
+        raise ValueError("Little's Law needs completed requests; none completed.")
+    spans = [(r.sent, r.token_times[-1]) for r in done]
+    start = min(s for s, _ in spans) if start is None else start
+    end = max(e for _, e in spans) if end is None else end
+    if end <= start:
+        raise ValueError(f"The window [{start}, {end}] is empty: end must come after start.")
+    in_flight = sum(max(0.0, min(e, end) - max(s, start)) for s, e in spans) / (end - start)
+    arrived = [e - s for s, e in spans if start <= s < end]
+    if not arrived:
+        raise ValueError("No request was sent inside the window; widen it.")
+    return in_flight, len(arrived) / (end - start) * (sum(arrived) / len(arrived))
+
+
+def format_summary(s: RunSummary) -> str:
+    """The run as a table: counts and throughputs, then mean, median, p90 and p99 of each latency, in ms."""
+    lines = [f"completed {s.completed}, failed {s.failed}" + (f" {s.errors}" if s.errors else ""),
+             f"duration {s.duration:.2f} s",
+             f"request throughput  {s.request_throughput:10.2f} req/s",
+             f"output throughput   {s.output_throughput:10.1f} tokens/s",
+             f"total throughput    {s.total_throughput:10.1f} tokens/s (input + output)"]
+    if s.goodput is not None:
+        lines.append(f"goodput             {s.goodput:10.2f} req/s meeting every objective")
+    lines.append(f"\n{'ms':<6} {'mean':>9} {'median':>9} {'p90':>9} {'p99':>9} {'n':>7}   (percentiles: {s.method})")
+    for name, st in (("TTFT", s.ttft), ("TPOT", s.tpot), ("ITL", s.itl), ("E2E", s.e2e)):
+        if st is None:
+            lines.append(f"{name:<6} {'(none)':>9}")
+            continue
+        lines.append(f"{name:<6} {st.mean * 1e3:>9.2f} {st.median * 1e3:>9.2f} {st.p90 * 1e3:>9.2f} "
+                     f"{st.p99 * 1e3:>9.2f} {st.count:>7}")
+    return "\n".join(lines)

@@ -89,8 +89,8 @@ def attend(q, k, v, mask):
     """softmax(q kᵀ / sqrt(hd) + mask) v for q (B, H, S, hd) and k, v (B, Hkv, T, hd) -> (B, H, S, hd).
 
     Each of the Hkv key/value heads serves H / Hkv query heads (grouped-query
-    attention). `mask` is a boolean (S, T) tensor, True where a query may read a
-    key, or None for no mask.
+    attention). `mask` is a boolean (S, T) tensor, or (B, 1, S, T) with one per
+    sequence, True where a query may read a key; or None for no mask.
 
     PyTorch's fused kernel does the work. A square mask (S = T) can only come
     from positions 0..S-1, so it is the plain causal mask: the kernel is then told
@@ -100,7 +100,7 @@ def attend(q, k, v, mask):
     "math" form of it instead, whose two matmuls it can count.)
     """
     gqa = q.shape[1] != k.shape[1]
-    if mask is not None and mask.shape[0] == mask.shape[1]:
+    if mask is not None and mask.dim() == 2 and mask.shape[0] == mask.shape[1]:
         return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=gqa)
 
@@ -171,8 +171,8 @@ class Transformer(nn.Module):
 
         Without a cache the tokens are a whole sequence at positions 0..S-1, and
         attention is causal over them. With a cache, input_pos (S,) says where the
-        new tokens sit (contiguous positions); the cache checks they fit and says
-        which keys they read (see KVCache.window).
+        new tokens sit (contiguous positions), or input_pos (B, S) where each sequence's sit; the cache checks
+        they fit and says which keys they read (see KVCache.window).
         `last_only` computes the LM head for the last position only, (B, 1, vocab):
         all a prefill needs, and for SmolLM2's large vocabulary a fifth of its FLOPs.
         """
@@ -193,7 +193,9 @@ class Transformer(nn.Module):
             raise ValueError("With a KV cache, pass input_pos: the positions of the new tokens.")
         else:
             mask = cache.window(input_pos, B)  # (S, T) or None
-        rope = self.rope_cos[input_pos], self.rope_sin[input_pos]  # cos and sin, (S, hd) each
+        rope = self.rope_cos[input_pos], self.rope_sin[input_pos]  # cos and sin, (S, hd) each, or (B, S, hd)
+        if input_pos.dim() == 2:  # each sequence at its own positions: one set of angles per sequence
+            rope = rope[0][:, None], rope[1][:, None]  # (B, 1, S, hd), shared by the heads
 
         x = self.tok_embeddings(tokens)  # (B, S, d)
         for layer in self.layers:

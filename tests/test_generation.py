@@ -2,6 +2,8 @@
 
 import time
 
+import pytest
+
 import torch
 
 from llmperf import generate, stream
@@ -54,3 +56,42 @@ def test_naive_and_cached_loops_agree_logit_for_logit(tiny):
     assert cached.shape == naive.shape == (10, tiny.cfg.vocab_size)
     assert cached_ids.tolist() == naive_ids.tolist() == generate(tiny, [5, 6, 7, 8], 10).tolist()
     assert torch.allclose(cached, naive, atol=1e-5)
+
+
+@pytest.mark.parametrize("static", [False, True])
+def test_sequences_at_their_own_positions_match_one_at_a_time(tiny, static):
+    """Continuous batching's step: two sequences of different lengths decoded in one pass, each at its own
+    position, give the logits each gets decoded alone."""
+    from llmperf import decode_step, new_cache, prefill
+
+    torch.manual_seed(0)
+    prompts = [torch.randint(0, tiny.cfg.vocab_size, (1, n)) for n in (5, 9)]
+    alone, caches = [], []
+    for p in prompts:
+        c = new_cache(tiny, 1, 16)
+        token = prefill(tiny, p, c).argmax(-1, keepdim=True)  # (1, 1)
+        caches.append((c, token))
+        alone.append(decode_step(tiny, token, p.shape[1], c))
+    batch = new_cache(tiny, 2, 16, static=static)
+    for slot, (p, (c, _)) in enumerate(zip(prompts, caches)):
+        batch.load(slot, c, p.shape[1])
+    tokens = torch.cat([t for _, t in caches])  # (2, 1)
+    together = decode_step(tiny, tokens, torch.tensor([5, 9]), batch)
+    assert torch.allclose(together, torch.cat(alone), atol=1e-5)
+
+
+def test_per_sequence_positions_are_checked(tiny):
+    from llmperf import new_cache
+    from llmperf.kv_cache import CacheOverflowError, causal_mask
+
+    assert causal_mask(torch.tensor([[1], [3]]), 4).tolist() == [[[[True, True, False, False]]],
+                                                               [[[True, True, True, True]]]]
+    cache = new_cache(tiny, 2, 8)
+    with pytest.raises(ValueError, match="one row per sequence"):
+        cache.window(torch.tensor([[1], [2], [3]]), 2)
+    with pytest.raises(CacheOverflowError, match="does not fit"):
+        cache.window(torch.tensor([[1], [8]]), 2)
+    with pytest.raises(ValueError, match="Slot 2 does not exist"):
+        cache.load(2, new_cache(tiny, 1, 8), 4)
+    with pytest.raises(ValueError, match="batch size 1"):
+        cache.load(0, new_cache(tiny, 2, 8), 4)

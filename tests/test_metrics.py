@@ -29,3 +29,94 @@ def test_impossible_timestamps_are_refused(sent, times, message):
     with pytest.raises(ValueError, match=message):
         RequestTimes(sent, times)
 
+
+
+def test_chunks_holding_several_tokens():
+    # 3 chunks carrying 7 tokens (the server's usage): TPOT divides by the 6 gaps between tokens, while the
+    # gaps a client can see are the 2 between chunks.
+    r = RequestTimes(0.0, [0.4, 0.7, 1.0], tokens=7)
+    assert r.n_tokens == 7 and r.tpot == pytest.approx(0.6 / 6) and r.itl == pytest.approx([0.3, 0.3])
+    with pytest.raises(ValueError, match="cannot carry only 2 tokens"):
+        RequestTimes(0.0, [0.4, 0.7, 1.0], tokens=2)
+
+
+# --- a whole run ---------------------------------------------------------------------------------
+
+from llmperf.metrics import RequestRecord, format_summary, littles_law, percentile, summarize  # noqa: E402
+
+RUN = [  # hand-made: sent, chunk arrivals, input and output tokens
+    RequestRecord(0.0, [0.5, 0.6, 0.8, 1.1], input_tokens=10, output_tokens=4),  # TTFT .5, TPOT .2, E2E 1.1
+    RequestRecord(0.5, [0.8, 1.0], input_tokens=20, output_tokens=2),             # TTFT .3, TPOT .2, E2E .5
+    RequestRecord(1.0, [1.9], input_tokens=5, output_tokens=1),                   # TTFT .9, no TPOT, E2E .9
+    RequestRecord(1.2, [], input_tokens=8, error="HTTP 503"),                     # failed: excluded, counted
+    RequestRecord(1.5, [1.6], input_tokens=8, output_tokens=0),                   # no tokens: excluded, counted
+    RequestRecord(1.6, [], input_tokens=8, error="HTTP 503"),
+]
+
+
+def test_run_summary_by_hand():
+    s = summarize(RUN)
+    assert (s.completed, s.failed, s.errors) == (3, 3, {"HTTP 503": 2, "no tokens": 1})
+    assert s.duration == pytest.approx(1.9)  # first sent (0.0) to last token of a completed request (1.9)
+    assert s.request_throughput == pytest.approx(3 / 1.9)
+    assert s.output_throughput == pytest.approx(7 / 1.9)
+    assert s.total_throughput == pytest.approx((7 + 35) / 1.9)  # completed requests' input + output
+    assert s.ttft.mean == pytest.approx(1.7 / 3) and s.ttft.median == pytest.approx(0.5)
+    assert s.tpot.count == 2 and s.tpot.mean == pytest.approx(0.2)  # the one-token request has no TPOT
+    assert s.itl.count == 4 and s.itl.mean == pytest.approx((0.1 + 0.2 + 0.3 + 0.2) / 4)  # every gap pooled
+    assert s.e2e.p99 == pytest.approx(percentile([1.1, 0.5, 0.9], 99))
+    assert "completed 3, failed 3" in format_summary(s) and "TPOT" in format_summary(s)
+
+
+def test_itl_weighs_tokens_and_tpot_weighs_requests():
+    # A long answer with short gaps and a short answer with long ones: pooled gaps follow the long answer.
+    long = RequestRecord(0.0, [0.1 + 0.01 * i for i in range(101)])
+    short = RequestRecord(0.0, [0.1, 0.3])
+    s = summarize([long, short])
+    assert s.tpot.mean == pytest.approx((0.01 + 0.2) / 2)
+    assert s.itl.mean == pytest.approx((100 * 0.01 + 0.2) / 101)
+
+
+def test_goodput_counts_requests_meeting_every_objective():
+    s = summarize(RUN, objectives={"ttft": 0.6, "tpot": 0.25})
+    assert s.goodput == pytest.approx(2 / 1.9)  # TTFT .9 fails; the one-token request has no TPOT to fail
+    assert summarize(RUN, objectives={"e2e": 0.6}).goodput == pytest.approx(1 / 1.9)
+    assert summarize(RUN).goodput is None
+
+
+def test_percentile_methods():
+    values = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
+    assert percentile(values, 90) == pytest.approx(9.1)  # interpolated between 9 and 10
+    assert percentile(values, 90, method="nearest_rank") == 9  # the 9th of 10 values
+    assert percentile(values, 99, method="nearest_rank") == 10
+    assert percentile([5.0], 50) == 5.0
+    assert summarize(RUN, method="nearest_rank").ttft.median == 0.5
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: summarize([]), "no requests"),
+    (lambda: summarize([RequestRecord(0.0, error="timeout")]), "None of the 1 requests completed"),
+    (lambda: summarize(RUN, objectives={"latency": 1.0}), "Unknown latency objective"),
+    (lambda: summarize(RUN, method="median"), "Unknown percentile method"),
+    (lambda: percentile([], 50), "No values"),
+    (lambda: percentile([1.0], 101), "between 0 and 100"),
+    (lambda: littles_law(RUN, start=2.0, end=1.0), "empty"),
+    (lambda: littles_law(RUN, start=1.95, end=3.0), "No request was sent inside the window"),
+])
+def test_bad_runs_get_clear_errors(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def test_littles_law():
+    # Over the whole run, L equals λ·W exactly: total time in flight ÷ duration, counted two ways.
+    L, lam_w = littles_law(RUN)
+    assert L == pytest.approx((1.1 + 0.5 + 0.9) / 1.9) and lam_w == pytest.approx(L)
+    # A steady stream: one request every 0.1 s, each in flight 0.35 s. Inside the stream, 3.5 are in flight.
+    steady = [RequestRecord(0.1 * i, [0.1 * i + 0.35]) for i in range(100)]
+    L, lam_w = littles_law(steady, start=2.0, end=8.0)
+    assert L == pytest.approx(3.5) and lam_w == pytest.approx(3.5)
+    # A queue that keeps growing: latency rises with each arrival, and the two part by far more than 10 %.
+    growing = [RequestRecord(0.1 * i, [0.1 * i + 0.05 * i]) for i in range(1, 100)]
+    L, lam_w = littles_law(growing, start=2.0, end=8.0)
+    assert abs(L / lam_w - 1) > 0.3

@@ -1,0 +1,236 @@
+"""A serving loop: many requests, one model, one batched decode step at a time.
+
+A server does not get its requests in batches. They arrive one by one, each with
+its own prompt length and its own number of tokens to generate, and each user
+wants tokens as soon as they exist. The engine keeps `max_batch` slots, one per
+sequence in flight, in one KV cache, and repeats one step:
+
+1. admit: move waiting requests into free slots. Each is prefilled on its own
+   (its first token comes out of the prefill: its TTFT is its wait plus this),
+   and its keys and values are copied into its slot;
+2. decode: one forward pass over every slot, each sequence at its own position
+   (`KVCache` with per-sequence positions); every active request gets one token.
+
+Which requests may enter decides the policy:
+
+- "continuous" (iteration-level scheduling, as in Orca and vLLM): a slot freed
+  by a finished request is refilled at the very next step;
+- "static": a batch is admitted together and runs until its last request ends;
+  newcomers wait for the whole batch, however short their own request.
+
+Every token is timestamped (time.perf_counter(), after the device finished it)
+so that `llmperf.metrics` can compute TTFT, TPOT and the rest. A slot that holds
+no request still runs through the decode step (its row is computed and thrown
+away): the step's shapes stay fixed, and at batch sizes where decoding is bound
+by reading the weights an extra row costs almost nothing (chapter 3).
+
+The engine is driven from one thread (`step`, or `run` until idle); `submit` and
+`cancel` may be called from any thread.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from .device import synchronize
+from .generation import decode_step, new_cache, prefill, sample
+from .model import Transformer
+
+POLICIES = ("continuous", "static")
+
+
+@dataclass
+class Request:
+    """One request: what was asked, and (filled in by the engine) what came back and when."""
+
+    prompt: Sequence[int]
+    max_tokens: int
+    temperature: float = 0.0
+    top_k: int | None = None
+    stop_ids: Sequence[int] = ()
+    seed: int | None = None
+    id: int = field(default_factory=itertools.count().__next__)
+    sent: float = 0.0  # perf_counter() when submitted
+    tokens: list[int] = field(default_factory=list)
+    token_times: list[float] = field(default_factory=list)
+    finish_reason: str | None = None  # "length", "stop" or "cancelled"
+
+    @property
+    def done(self) -> bool:
+        return self.finish_reason is not None
+
+
+@dataclass
+class _Slot:
+    request: Request
+    position: int  # where the next token goes
+    generator: torch.Generator | None
+
+
+class Engine:
+    """Continuous (or static) batching of decode steps over `max_batch` slots of up to `capacity` tokens each."""
+
+    def __init__(self, model: Transformer, max_batch: int = 8, capacity: int = 1024, policy: str = "continuous"):
+        if policy not in POLICIES:
+            raise ValueError(f"Unknown batching policy {policy!r}; choose from {POLICIES}.")
+        if max_batch < 1:
+            raise ValueError(f"max_batch must be at least 1, got {max_batch}.")
+        if not 1 < capacity <= model.cfg.max_seq_len:
+            raise ValueError(f"capacity must lie in 2..{model.cfg.max_seq_len} ({model.cfg.name}'s max_seq_len) "
+                             f"tokens, got {capacity}.")
+        self.model, self.max_batch, self.capacity, self.policy = model, max_batch, capacity, policy
+        self.cache = new_cache(model, max_batch, capacity)
+        self.slots: list[_Slot | None] = [None] * max_batch
+        self._waiting: deque[Request] = deque()
+        self._cancelled: set[int] = set()
+        self._lock = threading.Lock()
+
+    # --- called from any thread -------------------------------------------------------------
+
+    def check(self, request: Request) -> None:
+        """Raise ValueError, saying what is wrong, if the engine cannot serve `request`."""
+        n = len(request.prompt)
+        if n < 1:
+            raise ValueError("The prompt is empty: the model needs at least one token to condition on.")
+        if request.max_tokens < 1:
+            raise ValueError(f"max_tokens must be at least 1, got {request.max_tokens}.")
+        if n + request.max_tokens > self.capacity:
+            raise ValueError(f"prompt ({n} tokens) + max_tokens ({request.max_tokens}) = {n + request.max_tokens} "
+                             f"tokens, more than this server's context of {self.capacity}. Shorten the prompt or "
+                             "ask for fewer tokens.")
+        if request.temperature < 0:
+            raise ValueError(f"temperature must be >= 0 (0 is greedy), got {request.temperature}.")
+        if request.top_k is not None and request.top_k < 1:
+            raise ValueError(f"top_k must be at least 1, got {request.top_k}.")
+        vocab = self.model.cfg.vocab_size
+        if min(request.prompt) < 0 or max(request.prompt) >= vocab:
+            raise ValueError(f"Token ids must lie in [0, {vocab}).")
+
+    def submit(self, request: Request) -> Request:
+        """Queue `request` (checked first); it is admitted at a coming step. Returns it."""
+        self.check(request)
+        request.sent = time.perf_counter()
+        with self._lock:
+            self._waiting.append(request)
+        return request
+
+    def cancel(self, request: Request) -> None:
+        """Stop `request` (a client went away): its slot is freed at the next step."""
+        with self._lock:
+            self._cancelled.add(request.id)
+
+    @property
+    def waiting(self) -> int:
+        return len(self._waiting)
+
+    @property
+    def active(self) -> int:
+        return sum(s is not None for s in self.slots)
+
+    @property
+    def idle(self) -> bool:
+        return self.active == 0 and not self._waiting
+
+    # --- the loop ---------------------------------------------------------------------------
+
+    @torch.inference_mode()
+    def step(self) -> list[tuple[Request, int, float]]:
+        """One iteration: drop cancelled requests, admit waiting ones, run one decode step over the slots.
+
+        Returns (request, token, time) for every token produced, in order.
+        """
+        out: list[tuple[Request, int, float]] = []
+        self._drop_cancelled()
+        for i in self._free_slots():
+            request = self._next_waiting()
+            if request is None:
+                break
+            out += self._admit(i, request)
+        if self.active:
+            out += self._decode()
+        return out
+
+    def run(self) -> None:
+        """Step until every submitted request has finished."""
+        while not self.idle:
+            self.step()
+
+    def _free_slots(self) -> list[int]:
+        free = [i for i, s in enumerate(self.slots) if s is None]
+        if self.policy == "static" and len(free) < self.max_batch:
+            return []  # a static batch admits only when the whole batch has finished
+        return free
+
+    def _next_waiting(self) -> Request | None:
+        with self._lock:
+            while self._waiting:
+                request = self._waiting.popleft()
+                if request.id in self._cancelled:
+                    self._cancelled.discard(request.id)
+                    request.finish_reason = "cancelled"
+                    continue
+                return request
+        return None
+
+    def _drop_cancelled(self) -> None:
+        with self._lock:
+            cancelled, self._cancelled = self._cancelled, set()
+        for i, s in enumerate(self.slots):
+            if s is not None and s.request.id in cancelled:
+                s.request.finish_reason = "cancelled"
+                self.slots[i] = None
+                cancelled.discard(s.request.id)
+        with self._lock:
+            self._cancelled |= cancelled  # still waiting: dropped when it would be admitted
+
+    def _admit(self, i: int, request: Request) -> list[tuple[Request, int, float]]:
+        """Prefill `request` alone, copy its keys and values into slot i, and emit its first token."""
+        prompt = torch.tensor([list(request.prompt)], device=self.model.device)  # (1, P)
+        alone = new_cache(self.model, 1, prompt.shape[1])
+        logits = prefill(self.model, prompt, alone)  # (1, vocab)
+        self.cache.load(i, alone, prompt.shape[1])
+        generator = None
+        if request.seed is not None:
+            generator = torch.Generator(device=self.model.device).manual_seed(request.seed)
+        self.slots[i] = _Slot(request, prompt.shape[1], generator)
+        token = sample(logits, request.temperature, request.top_k, generator)
+        return self._emit(i, int(token))
+
+    def _decode(self) -> list[tuple[Request, int, float]]:
+        """One forward pass over all slots, each sequence at its own position; one token per active slot."""
+        device = self.model.device
+        last = [s.request.tokens[-1] if s else 0 for s in self.slots]  # an idle slot computes a dummy row
+        positions = [s.position if s else 0 for s in self.slots]
+        logits = decode_step(self.model, torch.tensor(last, device=device)[:, None],
+                             torch.tensor(positions, device=device), self.cache)  # (B, vocab)
+        out = []
+        for i, s in enumerate(self.slots):
+            if s is None:
+                continue
+            s.position += 1
+            token = sample(logits[i:i + 1], s.request.temperature, s.request.top_k, s.generator)
+            out += self._emit(i, int(token))
+        return out
+
+    def _emit(self, i: int, token: int) -> list[tuple[Request, int, float]]:
+        """Record a token of slot i's request (timestamped once the device is done), and free the slot if
+        the request is finished."""
+        synchronize(self.model.device)
+        now = time.perf_counter()
+        request = self.slots[i].request
+        request.tokens.append(token)
+        request.token_times.append(now)
+        if token in request.stop_ids:
+            request.finish_reason = "stop"
+        elif len(request.tokens) == request.max_tokens:
+            request.finish_reason = "length"
+        if request.done:
+            self.slots[i] = None
+        return [(request, token, now)]

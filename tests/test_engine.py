@@ -1,0 +1,91 @@
+"""The serving loop: batched requests give the tokens each would get alone; the policies admit as documented."""
+
+import pytest
+import torch
+
+from llmperf import generate
+from llmperf.engine import Engine, Request
+
+PROMPTS = [[5, 6, 7], [1, 2, 3, 4, 5, 6, 7, 8, 9], [42], [3, 1, 4, 1, 5], [9, 9, 9, 9]]
+MAX_TOKENS = [4, 9, 2, 6, 3]
+
+
+@pytest.mark.parametrize("policy", ["continuous", "static"])
+def test_batched_requests_get_the_tokens_they_get_alone(tiny, policy):
+    engine = Engine(tiny, max_batch=2, capacity=32, policy=policy)
+    requests = [engine.submit(Request(p, n)) for p, n in zip(PROMPTS, MAX_TOKENS)]
+    engine.run()
+    for r in requests:
+        assert r.finish_reason == "length" and len(r.tokens) == r.max_tokens
+        assert r.tokens == generate(tiny, r.prompt, r.max_tokens).tolist(), r.id
+        assert len(r.token_times) == len(r.tokens) and r.token_times == sorted(r.token_times)
+        assert r.token_times[0] >= r.sent
+    assert engine.idle and engine.active == 0
+
+
+def first_token_order(tiny, policy):
+    engine = Engine(tiny, max_batch=2, capacity=32, policy=policy)
+    a, b, c = (engine.submit(Request([1, 2, 3], n)) for n in (2, 10, 3))
+    engine.run()
+    return a, b, c
+
+
+def test_continuous_batching_refills_a_free_slot_at_once(tiny):
+    a, b, c = first_token_order(tiny, "continuous")
+    assert a.token_times[-1] <= c.token_times[0] < b.token_times[-1]  # c starts when a ends, while b still runs
+
+
+def test_static_batching_waits_for_the_whole_batch(tiny):
+    a, b, c = first_token_order(tiny, "static")
+    assert c.token_times[0] > b.token_times[-1]  # c waits for the batch's longest request
+
+
+def test_sampling_and_stop_tokens_follow_each_request(tiny):
+    alone = generate(tiny, [5, 6, 7], 8, temperature=0.9, top_k=5, seed=11).tolist()
+    engine = Engine(tiny, max_batch=3, capacity=32)
+    sampled = engine.submit(Request([5, 6, 7], 8, temperature=0.9, top_k=5, seed=11))
+    greedy = generate(tiny, [1, 2], 8).tolist()
+    stopped = engine.submit(Request([1, 2], 8, stop_ids=(greedy[2],)))
+    engine.run()
+    assert sampled.tokens == alone
+    assert stopped.tokens == greedy[:greedy.index(greedy[2]) + 1] and stopped.finish_reason == "stop"
+
+
+def test_cancelled_requests_free_their_slot(tiny):
+    engine = Engine(tiny, max_batch=1, capacity=32)
+    running = engine.submit(Request([1, 2, 3], 20))
+    queued = engine.submit(Request([4, 5], 20))
+    engine.step()
+    assert engine.active == 1 and engine.waiting == 1
+    engine.cancel(running)
+    engine.cancel(queued)
+    engine.step()
+    assert running.finish_reason == queued.finish_reason == "cancelled"
+    assert engine.idle and queued.tokens == []
+    late = engine.submit(Request([7], 2))
+    engine.run()
+    assert late.tokens == generate(tiny, [7], 2).tolist()  # the freed slot serves the next request correctly
+
+
+@pytest.mark.parametrize("request_kwargs, message", [
+    (dict(prompt=[], max_tokens=4), "prompt is empty"),
+    (dict(prompt=[1], max_tokens=0), "max_tokens must be at least 1"),
+    (dict(prompt=[1] * 30, max_tokens=3), "more than this server's context of 32"),
+    (dict(prompt=[1], max_tokens=2, temperature=-1.0), "temperature must be >= 0"),
+    (dict(prompt=[1], max_tokens=2, top_k=0), "top_k must be at least 1"),
+    (dict(prompt=[10**6], max_tokens=2), "Token ids must lie in"),
+])
+def test_bad_requests_are_refused_before_queueing(tiny, request_kwargs, message):
+    engine = Engine(tiny, max_batch=2, capacity=32)
+    with pytest.raises(ValueError, match=message):
+        engine.submit(Request(**request_kwargs))
+    assert engine.idle
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(policy="fifo"), "Unknown batching policy"), (dict(max_batch=0), "max_batch must be at least 1"),
+    (dict(capacity=10**6), "capacity must lie in"),
+])
+def test_bad_engine_settings(tiny, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        Engine(tiny, **kwargs)
