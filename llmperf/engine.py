@@ -33,7 +33,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -91,6 +91,7 @@ class Engine:
         self._waiting: deque[Request] = deque()
         self._cancelled: set[int] = set()
         self._lock = threading.Lock()
+        self.finished: Counter[str] = Counter()  # requests ended so far, by finish reason
 
     # --- called from any thread -------------------------------------------------------------
 
@@ -175,6 +176,7 @@ class Engine:
                 if request.id in self._cancelled:
                     self._cancelled.discard(request.id)
                     request.finish_reason = "cancelled"
+                    self.finished["cancelled"] += 1
                     continue
                 return request
         return None
@@ -185,6 +187,7 @@ class Engine:
         for i, s in enumerate(self.slots):
             if s is not None and s.request.id in cancelled:
                 s.request.finish_reason = "cancelled"
+                self.finished["cancelled"] += 1
                 self.slots[i] = None
                 cancelled.discard(s.request.id)
         with self._lock:
@@ -232,5 +235,6 @@ class Engine:
         elif len(request.tokens) == request.max_tokens:
             request.finish_reason = "length"
         if request.done:
+            self.finished[request.finish_reason] += 1
             self.slots[i] = None
         return [(request, token, now)]

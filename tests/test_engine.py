@@ -61,7 +61,7 @@ def test_cancelled_requests_free_their_slot(tiny):
     engine.cancel(queued)
     engine.step()
     assert running.finish_reason == queued.finish_reason == "cancelled"
-    assert engine.idle and queued.tokens == []
+    assert engine.idle and queued.tokens == [] and engine.finished == {"cancelled": 2}
     late = engine.submit(Request([7], 2))
     engine.run()
     assert late.tokens == generate(tiny, [7], 2).tolist()  # the freed slot serves the next request correctly

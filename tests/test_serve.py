@@ -1,0 +1,259 @@
+"""The OpenAI-compatible server, end to end on 127.0.0.1: the official client, streaming, bad input, load."""
+
+import asyncio
+import json
+import socket
+import threading
+import time
+from contextlib import contextmanager
+
+import httpx
+import pytest
+import torch
+
+from llmperf import build_model
+from llmperf.config import get_config
+from llmperf.serve import create_app
+
+NAME = "smollm2-135m-instruct"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def running(app):
+    """Serve `app` on a free loopback port in a background thread; yields its base URL."""
+    import uvicorn
+
+    port = free_port()
+    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    deadline = time.time() + 30
+    while not srv.started:
+        assert time.time() < deadline, "the server did not start within 30 s"
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        srv.should_exit = True
+        thread.join(timeout=10)
+
+
+def small_model(tokenizer):
+    """A random-weight model of the tiny preset with SmolLM2's vocabulary: fast, and its ids decode."""
+    return build_model(get_config("tiny").with_(vocab_size=tokenizer.vocab_size, max_seq_len=512), "cpu", seed=0)
+
+
+@pytest.fixture(scope="module")
+def server(smollm2):
+    """A server with SmolLM2's real tokenizer and a small model. Yields (base URL, app)."""
+    _, tokenizer = smollm2
+    app = create_app(small_model(tokenizer), tokenizer, model_name=NAME, max_batch=4, capacity=256, max_queue=64)
+    with running(app) as url:
+        yield url, app
+
+
+def test_health_and_models(server):
+    url, _ = server
+    assert httpx.get(f"{url}/health").json()["status"] == "ok"
+    assert [m["id"] for m in httpx.get(f"{url}/v1/models").json()["data"]] == [NAME]
+
+
+def test_official_client_completion_and_chat(server):
+    from openai import OpenAI
+
+    url, _ = server
+    client = OpenAI(base_url=f"{url}/v1", api_key="unused")
+    c = client.completions.create(model=NAME, prompt="The sky is", max_tokens=5, temperature=0)
+    assert c.usage.completion_tokens == 5 and c.choices[0].finish_reason == "length"
+    chunks = list(client.chat.completions.create(model=NAME, messages=[{"role": "user", "content": "Hi"}],
+                                                 max_tokens=6, stream=True, stream_options={"include_usage": True},
+                                                 temperature=0))
+    assert chunks[-1].usage is not None and chunks[-1].choices == []
+    assert chunks[-1].usage.completion_tokens <= 6
+    assert chunks[-2].choices[0].finish_reason in ("stop", "length")
+    # Greedy and the same prompt: streamed and whole answers agree.
+    text = "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices)
+    whole = client.chat.completions.create(model=NAME, messages=[{"role": "user", "content": "Hi"}],
+                                           max_tokens=6, temperature=0)
+    assert whole.choices[0].message.content == text
+
+
+def test_streamed_chunks_match_usage(server):
+    url, _ = server
+    with httpx.stream("POST", f"{url}/v1/completions", json={
+            "model": NAME, "prompt": [1, 2, 3], "max_tokens": 7, "stream": True, "temperature": 0,
+            "stream_options": {"include_usage": True}}) as r:
+        events = [line[6:] for line in r.iter_lines() if line.startswith("data: ")]
+    assert events[-1] == "[DONE]"
+    body = [json.loads(e) for e in events[:-1]]
+    assert body[-1]["usage"]["completion_tokens"] == 7 and body[-1]["usage"]["prompt_tokens"] == 3
+
+
+@pytest.mark.parametrize("payload, status, words", [
+    (b"{not json", 400, "not valid JSON"),
+    (b"[1, 2]", 400, "JSON object"),
+    ({"prompt": "hi"}, 400, "Missing required field 'model'"),
+    ({"model": NAME}, 400, "Missing required field 'prompt'"),
+    ({"model": "gpt-9", "prompt": "hi"}, 404, "does not exist"),
+    ({"model": NAME, "prompt": "hi", "max_tokens": "ten"}, 400, "'max_tokens' must be int"),
+    ({"model": NAME, "prompt": "hi", "max_tokens": 0}, 400, "at least 1"),
+    ({"model": NAME, "prompt": "hi", "max_tokens": 10_000}, 400, "more than this server's context"),
+    ({"model": NAME, "prompt": "word " * 300, "max_tokens": 1}, 400, "more than this server's context"),
+    ({"model": NAME, "prompt": "hi", "temperature": -0.5}, 400, "'temperature' must be >= 0"),
+    ({"model": NAME, "prompt": "hi", "stream": "yes"}, 400, "'stream' must be bool"),
+    ({"model": NAME, "prompt": [1, "a"]}, 400, "token ids"),
+    ({"model": NAME, "prompt": "hi", "n": 2}, 400, "Only n = 1"),
+])
+def test_bad_requests_get_openai_errors_and_the_server_keeps_serving(server, payload, status, words):
+    url, _ = server
+    kwargs = {"content": payload} if isinstance(payload, bytes) else {"json": payload}
+    r = httpx.post(f"{url}/v1/completions", **kwargs)
+    assert r.status_code == status and words in r.json()["error"]["message"], r.text
+    assert {"message", "type", "param", "code"} <= r.json()["error"].keys()
+    ok = httpx.post(f"{url}/v1/completions", json={"model": NAME, "prompt": "hi", "max_tokens": 2})
+    assert ok.status_code == 200
+
+
+def test_bad_chat_messages(server):
+    url, _ = server
+    r = httpx.post(f"{url}/v1/chat/completions", json={"model": NAME, "messages": [{"role": "user"}]})
+    assert r.status_code == 400 and "'messages'" in r.json()["error"]["message"]
+
+
+def test_disconnecting_clients_free_their_slots(server):
+    url, app = server
+    engine = app.state.engine
+
+    async def leave_early():
+        async with httpx.AsyncClient(timeout=30) as client:
+            async with client.stream("POST", f"{url}/v1/completions", json={
+                    "model": NAME, "prompt": "Once", "max_tokens": 240, "stream": True}) as r:
+                async for line in r.aiter_lines():
+                    if line.startswith("data: "):
+                        return  # hang up after the first chunk
+
+    async def fifty():
+        await asyncio.gather(*(leave_early() for _ in range(50)))
+
+    before = engine.finished["cancelled"]
+    asyncio.run(fifty())
+    deadline = time.time() + 30
+    while not engine.idle:
+        assert time.time() < deadline, (engine.active, engine.waiting)
+        time.sleep(0.05)
+    # Each of the 50 was cancelled, not run to its 200 tokens (a request that the engine finished in the moment
+    # its client left would count as "length"; allow a few).
+    assert engine.finished["cancelled"] - before >= 45, engine.finished
+
+
+def test_two_hundred_requests_at_concurrency_16_all_complete(server):
+    url, _ = server
+
+    async def one(client, i, limit):
+        async with limit:
+            chunks, usage = 0, None
+            async with client.stream("POST", f"{url}/v1/completions", json={
+                    "model": NAME, "prompt": f"Request {i}:", "max_tokens": 1 + i % 5, "stream": True,
+                    "stream_options": {"include_usage": True}}) as r:
+                assert r.status_code == 200
+                async for line in r.aiter_lines():
+                    if not line.startswith("data: ") or line == "data: [DONE]":
+                        continue
+                    event = json.loads(line[6:])
+                    if event.get("usage"):
+                        usage = event["usage"]
+                    elif event["choices"] and event["choices"][0]["finish_reason"] is None:
+                        chunks += 1
+            return i, chunks, usage
+
+    async def run():
+        limit = asyncio.Semaphore(16)
+        async with httpx.AsyncClient(timeout=120) as client:
+            return await asyncio.gather(*(one(client, i, limit) for i in range(200)))
+
+    results = asyncio.run(run())
+    assert len(results) == 200
+    for i, chunks, usage in results:
+        assert usage["completion_tokens"] == 1 + i % 5  # every request got the tokens it asked for
+        assert chunks <= usage["completion_tokens"]  # a chunk per token, fewer only while a character is split
+
+
+def test_python_m_llmperf_serve_starts_answers_and_stops_on_ctrl_c():
+    import signal
+    import subprocess
+    import sys
+
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "llmperf.serve", "--port", str(port), "--max-batch", "2"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.time() + 120
+        while True:
+            assert proc.poll() is None, proc.stdout.read()
+            assert time.time() < deadline, "the server did not answer /health within 120 s"
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        r = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", timeout=60, json={
+            "model": NAME, "messages": [{"role": "user", "content": "What is the capital of France?"}],
+            "max_tokens": 12, "temperature": 0})
+        assert r.status_code == 200 and "Paris" in r.json()["choices"][0]["message"]["content"]
+        proc.send_signal(signal.SIGINT)  # Ctrl-C
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out
+    assert f"http://127.0.0.1:{port}/v1" in out and "Traceback" not in out
+
+
+def test_a_full_queue_answers_503_at_once(smollm2):
+    _, tokenizer = smollm2
+    app = create_app(small_model(tokenizer), tokenizer, model_name=NAME, max_batch=1, capacity=256, max_queue=2)
+
+    async def flood(url):
+        async with httpx.AsyncClient(timeout=60) as client:
+            return await asyncio.gather(*(client.post(f"{url}/v1/completions", json={
+                "model": NAME, "prompt": "x", "max_tokens": 100}) for _ in range(12)))
+
+    with running(app) as url:
+        started = time.perf_counter()
+        answers = asyncio.run(flood(url))
+        codes = sorted(r.status_code for r in answers)
+        refused = [r for r in answers if r.status_code == 503]
+        assert refused and set(codes) == {200, 503}, codes
+        assert refused[0].json()["error"]["code"] == "overloaded"
+        assert all(r.json()["usage"]["completion_tokens"] == 100 for r in answers if r.status_code == 200)
+        assert time.perf_counter() - started < 60
+
+
+def test_stop_strings_cut_the_answer_and_free_the_slot(server):
+    url, app = server
+    body = {"model": NAME, "prompt": "The sky is", "max_tokens": 12, "temperature": 0}
+    full = httpx.post(f"{url}/v1/completions", json=body).json()["choices"][0]["text"]
+    assert len(full) >= 6, full
+    stop = full[3:6]
+    before = app.state.engine.finished["cancelled"]
+    for stream in (False, True):
+        r = httpx.post(f"{url}/v1/completions", json={**body, "stop": [stop], "stream": stream})
+        if stream:
+            events = [json.loads(line[6:]) for line in r.text.splitlines()
+                      if line.startswith("data: ") and line != "data: [DONE]"]
+            text = "".join(e["choices"][0]["text"] for e in events)
+            reason = events[-1]["choices"][0]["finish_reason"]
+        else:
+            text, reason = r.json()["choices"][0]["text"], r.json()["choices"][0]["finish_reason"]
+        assert text == full[:full.find(stop)] and reason == "stop", (stream, text, full, stop)
+    deadline = time.time() + 10
+    while not app.state.engine.idle:
+        assert time.time() < deadline
+        time.sleep(0.02)
+    assert app.state.engine.finished["cancelled"] - before == 2  # the engine stopped generating, too
