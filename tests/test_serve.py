@@ -257,3 +257,66 @@ def test_stop_strings_cut_the_answer_and_free_the_slot(server):
         assert time.time() < deadline
         time.sleep(0.02)
     assert app.state.engine.finished["cancelled"] - before == 2  # the engine stopped generating, too
+
+
+# --- the load generator against this server ---------------------------------------------------------
+
+def test_load_generator_open_and_closed_loop(server):
+    from llmperf.bench import run, synthetic_prompts
+    from llmperf.metrics import littles_law, summarize
+
+    url, _ = server
+    prompts = synthetic_prompts(24, 8, vocab=1000 + 100, seed=0)  # ids the small model's vocabulary holds
+    for kwargs in (dict(rate=40.0), dict(rate=float("inf")), dict(concurrency=4)):
+        records = asyncio.run(run(f"{url}/v1", NAME, prompts, max_tokens=5, show_progress=False, **kwargs))
+        assert len(records) == 24 and all(r.ok and r.output_tokens == 5 and r.input_tokens == 8 for r in records)
+        s = summarize(records)
+        for r in records:  # E2E = TTFT + TPOT·(n − 1), request by request
+            t = r.times
+            assert t.e2e == pytest.approx(t.ttft + t.tpot * (t.n_tokens - 1))
+        L, lam_w = littles_law(records)
+        assert L == pytest.approx(lam_w) and s.completed == 24
+
+
+def test_load_generator_records_errors_without_stopping(server):
+    from llmperf.bench import run
+    from llmperf.metrics import summarize
+
+    url, _ = server
+    records = asyncio.run(run(f"{url}/v1", "no-such-model", [[1001, 1002]] * 3, 4, concurrency=2,
+                              show_progress=False))
+    assert all(r.error and r.error.startswith("HTTP 404") for r in records)
+    with pytest.raises(ValueError, match="None of the 3 requests completed"):
+        summarize(records)
+    dead = asyncio.run(run(f"http://127.0.0.1:{free_port()}/v1", NAME, [[1001]] * 2, 4, rate=100.0,
+                           show_progress=False))
+    assert len(dead) == 2 and all(r.error and "Connect" in r.error for r in dead)
+
+
+def test_python_m_llmperf_bench(server, tmp_path, capsys):
+    from llmperf.bench import main
+
+    url, _ = server
+    out_json, out_csv = tmp_path / "run.json", tmp_path / "run.csv"
+    assert main(["--url", f"{url}/v1", "--concurrency", "3", "--num-requests", "9", "--input-len", "4",
+                 "--output-len", "3", "--ttft-slo", "10000", "--json", str(out_json), "--csv", str(out_csv),
+                 "--percentiles", "nearest_rank"]) == 0
+    printed = capsys.readouterr().out
+    assert "completed 9, failed 0" in printed and "goodput" in printed and "nearest_rank" in printed
+    assert len(json.loads(out_json.read_text())["requests"]) == 9
+    assert len(out_csv.read_text().splitlines()) == 10
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--rate", "0"], "--rate must be > 0"),
+    (["--concurrency", "0"], "--concurrency must be at least 1"),
+    (["--rate", "1", "--concurrency", "2"], "not allowed with"),
+    (["--rate", "1", "--chat"], "--chat needs --prompts-file"),
+    (["--rate", "1", "--output-len", "0"], "need --num-requests"),
+])
+def test_python_m_llmperf_bench_refuses_bad_arguments(argv, words, capsys):
+    from llmperf.bench import main
+
+    with pytest.raises(SystemExit):
+        main(["--url", "http://127.0.0.1:9/v1", *argv])
+    assert words in capsys.readouterr().err

@@ -1,0 +1,36 @@
+"""The load generator's arrival process and prompts (its HTTP side is tested against the server in test_serve)."""
+
+import statistics
+
+import pytest
+
+from llmperf.bench import arrival_gaps, synthetic_prompts
+
+
+@pytest.mark.parametrize("burstiness", [1.0, 0.25, 4.0])
+def test_arrival_gaps_have_the_rate_and_burstiness_asked_for(burstiness):
+    gaps = arrival_gaps(rate=5.0, n=40_000, burstiness=burstiness, seed=1)
+    mean = statistics.fmean(gaps)
+    assert mean == pytest.approx(1 / 5.0, rel=0.03)
+    # A gamma distribution of shape b has a squared coefficient of variation of 1 / b: b = 1 is exponential
+    # (Poisson arrivals), smaller b burstier, larger b more regular.
+    assert statistics.pvariance(gaps) / mean**2 == pytest.approx(1 / burstiness, rel=0.06)
+
+
+def test_arrival_gaps_are_reproducible_and_infinite_rate_sends_at_once():
+    assert arrival_gaps(2.0, 10, seed=3) == arrival_gaps(2.0, 10, seed=3) != arrival_gaps(2.0, 10, seed=4)
+    assert arrival_gaps(float("inf"), 4) == [0.0] * 4
+
+
+@pytest.mark.parametrize("kwargs", [dict(rate=0.0, n=3), dict(rate=1.0, n=3, burstiness=0.0), dict(rate=1.0, n=-1)])
+def test_arrival_gaps_refuse_impossible_settings(kwargs):
+    with pytest.raises(ValueError, match="Need rate > 0"):
+        arrival_gaps(**kwargs)
+
+
+def test_synthetic_prompts():
+    prompts = synthetic_prompts(3, 17, seed=2)
+    assert len(prompts) == 3 and all(len(p) == 17 and all(1000 <= t < 32_000 for t in p) for p in prompts)
+    assert prompts == synthetic_prompts(3, 17, seed=2)
+    with pytest.raises(ValueError, match="input_len >= 1"):
+        synthetic_prompts(3, 0)
