@@ -8,8 +8,9 @@ sequence in flight, in one KV cache, and repeats one step:
 1. admit: move waiting requests into free slots. Each is prefilled on its own
    (its first token comes out of the prefill: its TTFT is its wait plus this),
    and its keys and values are copied into its slot;
-2. decode: one forward pass over every slot, each sequence at its own position
-   (`KVCache` with per-sequence positions); every active request gets one token.
+2. decode: one forward pass over the busy slots, each sequence at its own
+   position (`KVCache` with per-sequence positions); every request in a slot
+   gets one token.
 
 Which requests may enter decides the policy:
 
@@ -19,10 +20,11 @@ Which requests may enter decides the policy:
   newcomers wait for the whole batch, however short their own request.
 
 Every token is timestamped (time.perf_counter(), after the device finished it)
-so that `llmperf.metrics` can compute TTFT, TPOT and the rest. A slot that holds
-no request still runs through the decode step (its row is computed and thrown
-away): the step's shapes stay fixed, and at batch sizes where decoding is bound
-by reading the weights an extra row costs almost nothing (chapter 3).
+so that `llmperf.metrics` can compute TTFT, TPOT and the rest. The busy slots
+are always the first ones: when a request ends, the last busy slot's sequence
+moves into its place (its keys and values are copied), so a decode step runs on
+exactly as many rows as there are requests (`KVCache.first`), and one request
+alone is decoded at batch 1.
 
 The engine is driven from one thread (`step`, or `run` until idle); `submit` and
 `cancel` may be called from any thread.
@@ -87,7 +89,7 @@ class Engine:
                              f"tokens, got {capacity}.")
         self.model, self.max_batch, self.capacity, self.policy = model, max_batch, capacity, policy
         self.cache = new_cache(model, max_batch, capacity)
-        self.slots: list[_Slot | None] = [None] * max_batch
+        self.slots: list[_Slot | None] = [None] * max_batch  # busy slots first, then free ones
         self._waiting: deque[Request] = deque()
         self._cancelled: set[int] = set()
         self._lock = threading.Lock()
@@ -149,11 +151,11 @@ class Engine:
         """
         out: list[tuple[Request, int, float]] = []
         self._drop_cancelled()
-        for i in self._free_slots():
+        for _ in range(self._admissible()):
             request = self._next_waiting()
             if request is None:
                 break
-            out += self._admit(i, request)
+            out += self._admit(self.active, request)  # the first free slot
         if self.active:
             out += self._decode()
         return out
@@ -163,11 +165,11 @@ class Engine:
         while not self.idle:
             self.step()
 
-    def _free_slots(self) -> list[int]:
-        free = [i for i, s in enumerate(self.slots) if s is None]
-        if self.policy == "static" and len(free) < self.max_batch:
-            return []  # a static batch admits only when the whole batch has finished
-        return free
+    def _admissible(self) -> int:
+        """How many waiting requests may enter now."""
+        if self.policy == "static" and self.active:
+            return 0  # a static batch admits only when the whole batch has finished
+        return self.max_batch - self.active
 
     def _next_waiting(self) -> Request | None:
         with self._lock:
@@ -184,11 +186,12 @@ class Engine:
     def _drop_cancelled(self) -> None:
         with self._lock:
             cancelled, self._cancelled = self._cancelled, set()
-        for i, s in enumerate(self.slots):
-            if s is not None and s.request.id in cancelled:
+        for i in reversed(range(self.active)):  # from the end: freeing a slot moves only later ones
+            s = self.slots[i]
+            if s.request.id in cancelled:
                 s.request.finish_reason = "cancelled"
                 self.finished["cancelled"] += 1
-                self.slots[i] = None
+                self._free(i)
                 cancelled.discard(s.request.id)
         with self._lock:
             self._cancelled |= cancelled  # still waiting: dropped when it would be admitted
@@ -207,20 +210,20 @@ class Engine:
         return self._emit(i, int(token))
 
     def _decode(self) -> list[tuple[Request, int, float]]:
-        """One forward pass over all slots, each sequence at its own position; one token per active slot."""
+        """One forward pass over the busy slots (the first n), each sequence at its own position; one token each."""
         device = self.model.device
-        last = [s.request.tokens[-1] if s else 0 for s in self.slots]  # an idle slot computes a dummy row
-        positions = [s.position if s else 0 for s in self.slots]
-        logits = decode_step(self.model, torch.tensor(last, device=device)[:, None],
-                             torch.tensor(positions, device=device), self.cache)  # (B, vocab)
-        out = []
-        for i, s in enumerate(self.slots):
-            if s is None:
-                continue
+        busy = self.slots[:self.active]
+        last = torch.tensor([s.request.tokens[-1] for s in busy], device=device)[:, None]  # (n, 1)
+        positions = torch.tensor([s.position for s in busy], device=device)  # (n,)
+        logits = decode_step(self.model, last, positions, self.cache.first(len(busy)))  # (n, vocab)
+        tokens = []
+        for i, s in enumerate(busy):
             s.position += 1
-            token = sample(logits[i:i + 1], s.request.temperature, s.request.top_k, s.generator)
-            out += self._emit(i, int(token))
-        return out
+            tokens.append(int(sample(logits[i:i + 1], s.request.temperature, s.request.top_k, s.generator)))
+        out = []
+        for i in reversed(range(len(busy))):  # from the end: freeing a slot moves only later ones
+            out += self._emit(i, tokens[i])
+        return out[::-1]
 
     def _emit(self, i: int, token: int) -> list[tuple[Request, int, float]]:
         """Record a token of slot i's request (timestamped once the device is done), and free the slot if
@@ -236,5 +239,14 @@ class Engine:
             request.finish_reason = "length"
         if request.done:
             self.finished[request.finish_reason] += 1
-            self.slots[i] = None
+            self._free(i)
         return [(request, token, now)]
+
+    def _free(self, i: int) -> None:
+        """Empty slot i, moving the last busy slot's sequence (and its keys and values) into it."""
+        last = self.active - 1
+        if i != last:
+            moved = self.slots[last]
+            self.cache.load(i, self.cache, moved.position, source_slot=last)
+            self.slots[i] = moved
+        self.slots[last] = None

@@ -29,6 +29,8 @@ length (continuous batching, chapter 6). Then every row has its own mask.
 
 from __future__ import annotations
 
+import copy
+
 import torch
 from torch import nn
 
@@ -126,22 +128,34 @@ class KVCache(nn.Module):
             self.v[layer].scatter_(2, index, v)
         return self.k[layer][:, :, :self.n_keys], self.v[layer][:, :, :self.n_keys]
 
-    def load(self, slot: int, source: "KVCache", length: int) -> None:
-        """Copy positions 0..length-1 of `source`'s only sequence into sequence `slot` of this cache.
+    def load(self, slot: int, source: "KVCache", length: int, source_slot: int = 0) -> None:
+        """Copy positions 0..length-1 of sequence `source_slot` of `source` (which may be this cache) into
+        sequence `slot` of this cache.
 
         A server prefills each new request on its own, into a one-sequence cache,
         then moves its keys and values into a free slot of the batch it decodes.
         """
-        if source.batch_size != 1 or source.n_layers != self.n_layers:
-            raise ValueError("load() copies one sequence: the source cache must hold batch size 1 and the same "
-                             "layers as this one.")
-        if not 0 <= slot < self.batch_size:
-            raise ValueError(f"Slot {slot} does not exist in a cache of batch size {self.batch_size}.")
+        if source.n_layers != self.n_layers:
+            raise ValueError("load() copies between caches of the same model: the layer counts differ.")
+        for s, cache in ((slot, self), (source_slot, source)):
+            if not 0 <= s < cache.batch_size:
+                raise ValueError(f"Slot {s} does not exist in a cache of batch size {cache.batch_size}.")
         if not 0 < length <= min(self.capacity, source.capacity):
             raise CacheOverflowError(f"Cannot copy {length} positions between caches of capacity "
                                      f"{source.capacity} and {self.capacity}.")
-        self.k[:, slot, :, :length] = source.k[:, 0, :, :length]  # (L, Hkv, length, hd)
-        self.v[:, slot, :, :length] = source.v[:, 0, :, :length]
+        self.k[:, slot, :, :length] = source.k[:, source_slot, :, :length]  # (L, Hkv, length, hd)
+        self.v[:, slot, :, :length] = source.v[:, source_slot, :, :length]
+
+    def first(self, n: int) -> "KVCache":
+        """The first `n` sequences of this cache as a cache of their own, sharing its memory: nothing is
+        copied, and what a pass writes into the view lands here. A server that keeps its busy requests in the
+        first slots decodes just those."""
+        if not 1 <= n <= self.batch_size:
+            raise ValueError(f"A view of {n} sequences does not fit a cache of batch size {self.batch_size}.")
+        view = copy.copy(self)  # the same settings; the buffers are replaced below
+        object.__setattr__(view, "_buffers", {"k": self.k[:, :n], "v": self.v[:, :n]})  # views, not copies
+        view.batch_size = n
+        return view
 
     def reset(self) -> None:
         """Zero the buffers (not needed for correctness: positions are overwritten before use)."""

@@ -89,3 +89,29 @@ def test_bad_requests_are_refused_before_queueing(tiny, request_kwargs, message)
 def test_bad_engine_settings(tiny, kwargs, message):
     with pytest.raises(ValueError, match=message):
         Engine(tiny, **kwargs)
+
+
+def test_busy_slots_stay_first_as_requests_end_out_of_order(tiny):
+    """Requests of very different lengths end in any order; each ending moves the last busy sequence into the
+    freed slot, and every request still gets exactly its own tokens."""
+    engine = Engine(tiny, max_batch=3, capacity=40)
+    lengths = [7, 1, 12, 2, 5, 9, 1, 3, 11, 4]
+    requests = [engine.submit(Request([(7 * i) % 50 + 1, 3, i + 2], n)) for i, n in enumerate(lengths)]
+    while not engine.idle:
+        engine.step()
+        n = engine.active
+        assert all(s is not None for s in engine.slots[:n]) and all(s is None for s in engine.slots[n:])
+    for r in requests:
+        assert r.tokens == generate(tiny, list(r.prompt), r.max_tokens).tolist(), r.id
+
+
+def test_first_is_a_view_of_the_cache(tiny):
+    from llmperf import new_cache
+
+    cache = new_cache(tiny, 3, 8)
+    view = cache.first(2)
+    assert view.batch_size == 2 and view.k.shape[1] == 2 and view.k.data_ptr() == cache.k.data_ptr()
+    view.k[0, 1, 0, 0, 0] = 5.0
+    assert cache.k[0, 1, 0, 0, 0] == 5.0 and cache.batch_size == 3  # written through; the cache is unchanged
+    with pytest.raises(ValueError, match="does not fit"):
+        cache.first(4)

@@ -93,5 +93,5 @@ def test_per_sequence_positions_are_checked(tiny):
         cache.window(torch.tensor([[1], [8]]), 2)
     with pytest.raises(ValueError, match="Slot 2 does not exist"):
         cache.load(2, new_cache(tiny, 1, 8), 4)
-    with pytest.raises(ValueError, match="batch size 1"):
-        cache.load(0, new_cache(tiny, 2, 8), 4)
+    with pytest.raises(ValueError, match="Slot 2 does not exist in a cache of batch size 2"):
+        cache.load(0, new_cache(tiny, 2, 8), 4, source_slot=2)

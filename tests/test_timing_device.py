@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from llmperf import bench, describe, environment, pick_device
-from llmperf.timing import Timing, bench_interleaved
+from llmperf import describe, environment, pick_device
+from llmperf.timing import Timing, bench, bench_interleaved
 
 
 def test_percentiles_interpolate_like_numpy():
