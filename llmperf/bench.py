@@ -117,16 +117,20 @@ def _error_message(text: str) -> str:
         return text[:200]
 
 
-async def run(url: str, model: str, prompts: Sequence, max_tokens: int, rate: float | None = None,
+async def run(url: str, model: str, prompts: Sequence, max_tokens: "int | Sequence[int]", rate: float | None = None,
               concurrency: int | None = None, burstiness: float = 1.0, duration: float | None = None,
               chat: bool = False, timeout: float = 300.0, seed: int = 0, show_progress: bool = True
               ) -> list[RequestRecord]:
     """Send every prompt (or, with `duration`, as many as start within it), open loop at `rate` or closed loop
-    at `concurrency`; return the records in the order the prompts were given."""
+    at `concurrency`; return the records in the order the prompts were given. `max_tokens` is one number for
+    every request, or one per prompt."""
     if (rate is None) == (concurrency is None):
         raise ValueError("Give either rate (open loop) or concurrency (closed loop), not both or neither.")
     if concurrency is not None and concurrency < 1:
         raise ValueError(f"concurrency must be at least 1, got {concurrency}.")
+    lengths = [max_tokens] * len(prompts) if isinstance(max_tokens, int) else list(max_tokens)
+    if len(lengths) != len(prompts):
+        raise ValueError(f"Got {len(lengths)} max_tokens for {len(prompts)} prompts: give one number, or one each.")
     limits = httpx.Limits(max_connections=concurrency or 1000, max_keepalive_connections=concurrency or 100)
     records: list[RequestRecord | None] = [None] * len(prompts)
     bar = progress(range(len(prompts)), "requests") if show_progress else None
@@ -137,7 +141,7 @@ async def run(url: str, model: str, prompts: Sequence, max_tokens: int, rate: fl
 
     async with httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=10.0), limits=limits) as client:
         async def one(i: int) -> None:
-            records[i] = await send(client, url, model, prompts[i], max_tokens, chat)
+            records[i] = await send(client, url, model, prompts[i], lengths[i], chat)
             if bar is not None:
                 bar.update()
 

@@ -85,3 +85,29 @@ def test_step_anatomy_rejects_bad_arguments(argv, capsys):
         load_anatomy().main(argv)
     out = capsys.readouterr()
     assert "error:" in out.err and out.out == ""
+
+
+def load_serving():
+    spec = importlib.util.spec_from_file_location("serving_benchmark", ROOT / "benchmarks" / "serving.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_serving_benchmark_writes_its_table(tmp_path, capsys):
+    out = tmp_path / "serving.json"
+    assert load_serving().main(["--concurrency", "1,2", "--min-requests", "2", "--input-len", "4",
+                                "--output-len", "3", "--device", "cpu", "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["policy"], r["concurrency"]) for r in rows] == [("continuous", 1), ("continuous", 2),
+                                                               ("static", 1), ("static", 2)]
+    assert all(r["failed"] == 0 and r["requests"] >= 2 and r["output_tokens_per_s"] > 0 for r in rows)
+    assert "tokens/s" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv", [["--concurrency", "1,x"], ["--concurrency", "0"], ["--policies", "fifo"],
+                                  ["--output-len", "1"]])
+def test_serving_benchmark_rejects_bad_arguments(argv, capsys):
+    with pytest.raises(SystemExit):
+        load_serving().main(argv)
+    assert "error:" in capsys.readouterr().err

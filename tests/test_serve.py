@@ -320,3 +320,13 @@ def test_python_m_llmperf_bench_refuses_bad_arguments(argv, words, capsys):
     with pytest.raises(SystemExit):
         main(["--url", "http://127.0.0.1:9/v1", *argv])
     assert words in capsys.readouterr().err
+
+
+def test_load_generator_takes_a_length_per_request(server):
+    from llmperf.bench import run
+
+    url, _ = server
+    records = asyncio.run(run(f"{url}/v1", NAME, [[1001, 1002]] * 3, [1, 4, 2], concurrency=2, show_progress=False))
+    assert [r.output_tokens for r in records] == [1, 4, 2]
+    with pytest.raises(ValueError, match="one number, or one each"):
+        asyncio.run(run(f"{url}/v1", NAME, [[1001]] * 3, [1, 2], concurrency=2, show_progress=False))
