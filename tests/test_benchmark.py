@@ -10,11 +10,16 @@ import torch
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
-def load_benchmark():
-    spec = importlib.util.spec_from_file_location("decode_benchmark", ROOT / "benchmarks" / "decode.py")
+def load_script(name: str):
+    """A benchmark script from benchmarks/ as a module (they are scripts, not part of the package)."""
+    spec = importlib.util.spec_from_file_location(f"{name}_benchmark", ROOT / "benchmarks" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def load_benchmark():
+    return load_script("decode")
 
 
 def test_decode_benchmark_writes_its_table(tmp_path, capsys):
@@ -62,10 +67,7 @@ def test_big_model_rows_on_cuda():
 
 
 def load_anatomy():
-    spec = importlib.util.spec_from_file_location("step_anatomy", ROOT / "benchmarks" / "step_anatomy.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("step_anatomy")
 
 
 def test_step_anatomy_writes_its_table(tmp_path):
@@ -88,10 +90,7 @@ def test_step_anatomy_rejects_bad_arguments(argv, capsys):
 
 
 def load_serving():
-    spec = importlib.util.spec_from_file_location("serving_benchmark", ROOT / "benchmarks" / "serving.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("serving")
 
 
 def test_serving_benchmark_writes_its_table(tmp_path, capsys):
