@@ -33,6 +33,7 @@ import httpx
 
 from llmperf.bench import run, synthetic_prompts
 from llmperf.device import DTYPES, environment, pick_device
+from llmperf.engine import POLICIES
 from llmperf.metrics import summarize
 
 
@@ -90,7 +91,7 @@ def main(argv=None) -> int:
     policies = [x.strip() for x in args.policies.split(",")]
     if min(levels) < 1 or args.input_len < 1 or args.output_len < 2 or args.min_requests < 1:
         p.error("need concurrencies >= 1, --input-len >= 1, --output-len >= 2 and --min-requests >= 1")
-    if any(x not in ("continuous", "static") for x in policies):
+    if any(x not in POLICIES for x in policies):
         p.error(f"--policies must name continuous and/or static, got {args.policies!r}")
 
     rows = []

@@ -72,8 +72,13 @@ class Request:
 @dataclass
 class _Slot:
     request: Request
-    position: int  # where the next token goes
     generator: torch.Generator | None
+
+    @property
+    def position(self) -> int:
+        """Where the request's newest token goes, which is also how many positions of the cache it has filled:
+        the prompt's, then one per token fed back (every token but the newest)."""
+        return len(self.request.prompt) + len(self.request.tokens) - 1
 
 
 class Engine:
@@ -205,7 +210,7 @@ class Engine:
         generator = None
         if request.seed is not None:
             generator = torch.Generator(device=self.model.device).manual_seed(request.seed)
-        self.slots[i] = _Slot(request, prompt.shape[1], generator)
+        self.slots[i] = _Slot(request, generator)
         token = sample(logits, request.temperature, request.top_k, generator)
         return self._emit(i, int(token))
 
@@ -216,10 +221,8 @@ class Engine:
         last = torch.tensor([s.request.tokens[-1] for s in busy], device=device)[:, None]  # (n, 1)
         positions = torch.tensor([s.position for s in busy], device=device)  # (n,)
         logits = decode_step(self.model, last, positions, self.cache.first(len(busy)))  # (n, vocab)
-        tokens = []
-        for i, s in enumerate(busy):
-            s.position += 1
-            tokens.append(int(sample(logits[i:i + 1], s.request.temperature, s.request.top_k, s.generator)))
+        tokens = [int(sample(logits[i:i + 1], s.request.temperature, s.request.top_k, s.generator))
+                  for i, s in enumerate(busy)]
         out = []
         for i in reversed(range(len(busy))):  # from the end: freeing a slot moves only later ones
             out += self._emit(i, tokens[i])

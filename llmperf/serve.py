@@ -41,7 +41,7 @@ from starlette.requests import Request as HTTPRequest
 from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 
-from .engine import Engine, Request
+from .engine import POLICIES, Engine, Request
 
 
 class APIError(Exception):
@@ -356,7 +356,7 @@ def main(argv=None) -> int:
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--max-batch", type=int, default=8, help="sequences decoded together")
     p.add_argument("--context", type=int, default=2048, help="most tokens (prompt + answer) per request")
-    p.add_argument("--policy", choices=("continuous", "static"), default="continuous")
+    p.add_argument("--policy", choices=POLICIES, default="continuous")
     p.add_argument("--max-queue", type=int, default=256, help="waiting requests before answering 503")
     p.add_argument("--device", default=None)
     p.add_argument("--dtype", choices=DTYPES, default="float32")
