@@ -25,9 +25,6 @@ import asyncio
 import json
 import random
 import sys
-import threading
-import time
-from contextlib import contextmanager
 
 import httpx
 
@@ -35,26 +32,7 @@ from llmperf.bench import run, synthetic_prompts
 from llmperf.device import DTYPES, environment, pick_device
 from llmperf.engine import POLICIES
 from llmperf.metrics import summarize
-
-
-@contextmanager
-def local_server(model, tokenizer, policy: str, max_batch: int, port: int):
-    """llmperf.serve on 127.0.0.1:port in a background thread, for the duration of the block."""
-    import uvicorn
-
-    from llmperf.serve import create_app
-
-    app = create_app(model, tokenizer, max_batch=max_batch, capacity=1024, policy=policy)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        server.should_exit = True
-        thread.join()
+from llmperf.serve import background, create_app
 
 
 def measure(url: str, model_name: str, concurrency: int, args) -> dict:
@@ -80,7 +58,7 @@ def main(argv=None) -> int:
     p.add_argument("--min-requests", type=int, default=16, help="at least this many requests per run")
     p.add_argument("--device", default=None)
     p.add_argument("--dtype", choices=DTYPES, default="float32")
-    p.add_argument("--port", type=int, default=8321)
+    p.add_argument("--port", type=int, default=0, help="0: any free port")
     p.add_argument("--url", default=None, help="measure this server instead of starting one")
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
@@ -112,9 +90,10 @@ def main(argv=None) -> int:
         env = environment(device, DTYPES[args.dtype])
         print(env)
         for policy in policies:
-            with local_server(model, tokenizer, policy, max(levels), args.port) as url:
+            app = create_app(model, tokenizer, max_batch=max(levels), capacity=1024, policy=policy)
+            with background(app, port=args.port) as server:
                 for c in levels:
-                    rows.append({"policy": policy, **measure(url, "smollm2-135m-instruct", c, args)})
+                    rows.append({"policy": policy, **measure(server.url, "smollm2-135m-instruct", c, args)})
                     print(f"{policy} at concurrency {c}: done", flush=True)
 
     print(f"\nclosed loop, {args.input_len}-token prompts, 1 to {2 * args.output_len - 1} new tokens each")

@@ -203,14 +203,14 @@ class Engine:
 
     def _admit(self, i: int, request: Request) -> list[tuple[Request, int, float]]:
         """Prefill `request` alone, copy its keys and values into slot i, and emit its first token."""
+        generator = None
+        if request.seed is not None:
+            generator = torch.Generator(device=self.model.device).manual_seed(request.seed)
+        self.slots[i] = _Slot(request, generator)  # taken before the prefill: `active` counts it meanwhile
         prompt = torch.tensor([list(request.prompt)], device=self.model.device)  # (1, P)
         alone = new_cache(self.model, 1, prompt.shape[1])
         logits = prefill(self.model, prompt, alone)  # (1, vocab)
         self.cache.load(i, alone, prompt.shape[1])
-        generator = None
-        if request.seed is not None:
-            generator = torch.Generator(device=self.model.device).manual_seed(request.seed)
-        self.slots[i] = _Slot(request, generator)
         token = sample(logits, request.temperature, request.top_k, generator)
         return self._emit(i, int(token))
 

@@ -254,6 +254,28 @@ def littles_law(records: Sequence[RequestRecord], start: float | None = None,
     return in_flight, len(arrived) / (end - start) * (sum(arrived) / len(arrived))
 
 
+def time_average(samples: Sequence[tuple[float, float]], start: float, end: float) -> float:
+    """The mean over [start, end] of a quantity sampled as (time, value) pairs in time order, each value held
+    until the next sample (a step function): e.g. the requests in flight that a server reported when polled.
+
+    Time before the first sample is left out (the mean is over [max(start, first sample), end]); the last
+    sample holds until `end`.
+    """
+    inside = [(t, v) for t, v in samples if t < end]
+    if not inside:
+        raise ValueError("No sample was taken before the window's end: poll while the run is going.")
+    if any(b[0] < a[0] for a, b in zip(inside, inside[1:])):
+        raise ValueError("The samples must be in time order.")
+    total, covered = 0.0, 0.0
+    for (t, v), (t_next, _) in zip(inside, inside[1:] + [(end, None)]):
+        span = min(t_next, end) - max(t, start)
+        if span > 0:
+            total, covered = total + v * span, covered + span
+    if covered <= 0:
+        raise ValueError(f"The samples do not cover any of the window [{start}, {end}].")
+    return total / covered
+
+
 def format_summary(s: RunSummary) -> str:
     """The run as a table: counts and throughputs, then mean, median, p90 and p99 of each latency, in ms."""
     lines = [f"completed {s.completed}, failed {s.failed}" + (f" {s.errors}" if s.errors else ""),

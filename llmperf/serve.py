@@ -34,7 +34,9 @@ import sys
 import threading
 import time
 import uuid
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
 
 from starlette.applications import Starlette
 from starlette.requests import Request as HTTPRequest
@@ -173,6 +175,7 @@ def create_app(model, tokenizer, model_name: str = "smollm2-135m-instruct", max_
                 response.add(*item)
                 if response.stopped:
                     break
+            response.flush()
         finally:  # a stop string, or the client went away: free the slot
             if not request.done:
                 worker.cancel(request)
@@ -189,6 +192,9 @@ def create_app(model, tokenizer, model_name: str = "smollm2-135m-instruct", max_
                     yield _sse(response.chunk(delta, None))
                 if response.stopped:
                     break
+            rest = response.flush()
+            if rest:
+                yield _sse(response.chunk(rest, None))
             yield _sse(response.chunk("", response.finish_reason()))
             if response.options["include_usage"]:
                 yield _sse(response.usage_chunk())
@@ -203,6 +209,54 @@ def create_app(model, tokenizer, model_name: str = "smollm2-135m-instruct", max_
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.engine = engine
     return app
+
+
+@dataclass(frozen=True)
+class Served:
+    """A server running in this process (`background`): where to reach it, and its application."""
+
+    base: str  # "http://127.0.0.1:PORT": /health is here
+    app: Starlette
+
+    @property
+    def url(self) -> str:
+        """The API's base URL, as OpenAI clients and `llmperf.bench` take it: base + "/v1"."""
+        return f"{self.base}/v1"
+
+    @property
+    def engine(self) -> Engine:
+        return self.app.state.engine
+
+
+@contextmanager
+def background(app: Starlette, host: str = "127.0.0.1", port: int = 0, timeout: float = 30.0) -> Iterator[Served]:
+    """Serve `app` with uvicorn in a background thread for the duration of the `with` block.
+
+    Port 0 (the default) lets the system pick a free port; the yielded `Served` says which. This is how a
+    notebook, a test or a benchmark measures the server from the same process: the clients run in the main
+    thread, the web server and the engine in their own.
+
+        with background(create_app(model, tokenizer, max_batch=8)) as server:
+            records = asyncio.run(bench.run(server.url, "smollm2-135m-instruct", prompts, 16, rate=2.0))
+    """
+    import uvicorn
+
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, name="llmperf-http", daemon=True)
+    thread.start()
+    deadline = time.perf_counter() + timeout
+    while not server.started:
+        if not thread.is_alive() or time.perf_counter() > deadline:
+            server.should_exit = True
+            raise RuntimeError(f"The server did not start on {host}:{port} within {timeout:.0f} s "
+                               "(is the port taken?).")
+        time.sleep(0.02)
+    bound = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield Served(f"http://{host}:{bound}", app)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=timeout)
 
 
 def _sse(obj) -> str:
@@ -307,6 +361,15 @@ class _Response:
                 text, self.stopped = text[:at], True
         if not self.stopped and text.endswith("\ufffd"):
             return ""  # half of a multi-byte character: wait for the rest
+        delta, self.sent_text = text[len(self.sent_text):], text
+        return delta
+
+    def flush(self) -> str:
+        """At the end of the answer, the text still held back (a character whose bytes never completed: it
+        goes out as U+FFFD, as a decoder shows it), so that no generated text is swallowed."""
+        if self.stopped:
+            return ""
+        text = self.tokenizer.decode(self.ids)
         delta, self.sent_text = text[len(self.sent_text):], text
         return delta
 

@@ -174,3 +174,26 @@ def test_head_time_share_wording(time_share, byte_share, words):
 def test_fused_ops_wording():
     assert "more than the plain model's 1,632" in claims.fused_ops(1632, 2754)
     assert "against the plain model's 1,632" in claims.fused_ops(1632, 1540)
+
+
+def test_serving_wording():
+    assert "within 2 %" in claims.itl_against_tpot(0.100, 0.101)
+    assert "above it" in claims.itl_against_tpot(0.100, 0.120) and "longer gaps" in claims.itl_against_tpot(0.1, 0.12)
+    assert "below it" in claims.itl_against_tpot(0.100, 0.080)
+    batches = [1, 4, 16]
+    assert "every batch size" in claims.limits_met(batches, [0.1] * 3, [0.02] * 3, 0.5, 0.03, "interactive")
+    text = claims.limits_met(batches, [0.1, 0.3, 3.0], [0.02, 0.05, 0.2], 2.0, 0.1, "server")
+    assert "hold at batch 1, 4 and fail at batch 16" in text
+    assert "TPOT alone" in claims.limits_met(batches, [0.1] * 3, [0.05] * 3, 0.5, 0.03, "interactive")
+    assert "TTFT alone" in claims.limits_met(batches, [1.0] * 3, [0.01] * 3, 0.5, 0.03, "interactive")
+    assert "both peak at batch 16" in claims.goodput_peak(batches, [1, 2, 3], [1, 2, 3])
+    assert "goodput at batch 4" in claims.goodput_peak(batches, [1, 2, 3], [1, 2, 0])
+    assert "zero throughout" in claims.goodput_peak(batches, [1, 2, 3], [0, 0, 0])
+    assert "took 3.0 times as long" in claims.warm_up(0.3, 0.1)
+    assert "not much slower" in claims.warm_up(0.11, 0.1)
+    assert "never sends them" in claims.omission(0, 4, 5.2, 1.0, 2.5, 2.6)
+    assert "came out close" in claims.omission(1, 1, 1.2, 1.0, 1.05, 0.5)
+    assert "closed loop's worst TTFT was the larger" in claims.omission(0, 1, 1.0, 0.79, 0.33, 0.28)
+    assert "sent 1 request and" in claims.omission(1, 1, 1.2, 1.0, 1.05, 0.5)
+    assert "times as wide" in claims.percentile_spread((0.3, 0.5), (1.0, 2.0))
+    assert "about as steady" in claims.percentile_spread((0.3, 0.5), (1.0, 1.2))

@@ -115,3 +115,22 @@ def test_first_is_a_view_of_the_cache(tiny):
     assert cache.k[0, 1, 0, 0, 0] == 5.0 and cache.batch_size == 3  # written through; the cache is unchanged
     with pytest.raises(ValueError, match="does not fit"):
         cache.first(4)
+
+
+def test_a_request_being_prefilled_counts_as_active(tiny, monkeypatch):
+    """The server's /health reports active + waiting; a request must be in one of them during its prefill, or
+    the count misses it (and Little's Law, measured by polling, comes out short)."""
+    import llmperf.engine as engine_module
+
+    engine = Engine(tiny, max_batch=2, capacity=32)
+    seen = []
+    real_prefill = engine_module.prefill
+
+    def watching_prefill(*args, **kwargs):
+        seen.append(engine.active + engine.waiting)
+        return real_prefill(*args, **kwargs)
+
+    monkeypatch.setattr(engine_module, "prefill", watching_prefill)
+    engine.submit(Request([1, 2, 3], 2))
+    engine.run()
+    assert seen == [1]

@@ -120,3 +120,17 @@ def test_littles_law():
     growing = [RequestRecord(0.1 * i, [0.1 * i + 0.05 * i]) for i in range(1, 100)]
     L, lam_w = littles_law(growing, start=2.0, end=8.0)
     assert abs(L / lam_w - 1) > 0.3
+
+
+def test_time_average_holds_each_sample_until_the_next():
+    from llmperf.metrics import time_average
+
+    samples = [(0.0, 2), (1.0, 4), (3.0, 0)]
+    assert time_average(samples, 0.0, 4.0) == pytest.approx((2 * 1 + 4 * 2 + 0 * 1) / 4)
+    assert time_average(samples, 0.5, 2.0) == pytest.approx((2 * 0.5 + 4 * 1) / 1.5)
+    # Before the first sample nothing is known: the window starts there.
+    assert time_average([(1.0, 3), (2.0, 1)], 0.0, 3.0) == pytest.approx((3 + 1) / 2)
+    with pytest.raises(ValueError, match="before the window's end"):
+        time_average([(5.0, 1)], 0.0, 4.0)
+    with pytest.raises(ValueError, match="time order"):
+        time_average([(2.0, 1), (1.0, 1)], 0.0, 4.0)

@@ -2,8 +2,6 @@
 
 import asyncio
 import json
-import socket
-import threading
 import time
 from contextlib import contextmanager
 
@@ -13,12 +11,14 @@ import torch
 
 from llmperf import build_model
 from llmperf.config import get_config
-from llmperf.serve import create_app
+from llmperf.serve import background, create_app
 
 NAME = "smollm2-135m-instruct"
 
 
 def free_port() -> int:
+    import socket
+
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -27,21 +27,8 @@ def free_port() -> int:
 @contextmanager
 def running(app):
     """Serve `app` on a free loopback port in a background thread; yields its base URL."""
-    import uvicorn
-
-    port = free_port()
-    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    deadline = time.time() + 30
-    while not srv.started:
-        assert time.time() < deadline, "the server did not start within 30 s"
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        srv.should_exit = True
-        thread.join(timeout=10)
+    with background(app) as served:
+        yield served.base
 
 
 def small_model(tokenizer):
@@ -330,3 +317,70 @@ def test_load_generator_takes_a_length_per_request(server):
     assert [r.output_tokens for r in records] == [1, 4, 2]
     with pytest.raises(ValueError, match="one number, or one each"):
         asyncio.run(run(f"{url}/v1", NAME, [[1001]] * 3, [1, 2], concurrency=2, show_progress=False))
+
+
+def test_watching_the_servers_count_of_requests_in_flight(server):
+    from llmperf.bench import run, watch_in_flight
+
+    url, app = server
+
+    async def measured():
+        async with watch_in_flight(url, interval=0.005) as samples:
+            records = await run(f"{url}/v1", NAME, [[1001, 1002]] * 12, 24, concurrency=3, show_progress=False)
+        return samples, records
+
+    samples, records = asyncio.run(measured())
+    assert all(r.ok for r in records)
+    counts = [n for _, n in samples]
+    times = [t for t, _ in samples]
+    assert times == sorted(times) and len(samples) >= 2
+    assert max(counts) <= 3  # three clients can have at most three requests in the server
+    assert app.state.engine.idle
+
+
+def test_watching_something_that_is_not_this_server_fails_at_once():
+    from llmperf.bench import watch_in_flight
+
+    async def watch(url):
+        async with watch_in_flight(url):
+            pass
+
+    with pytest.raises(ValueError, match="Cannot watch http://127.0.0.1:9/health"):
+        asyncio.run(watch("http://127.0.0.1:9"))
+    with pytest.raises(ValueError, match="interval must be > 0"):
+        asyncio.run(watch_in_flight_with_bad_interval())
+
+
+async def watch_in_flight_with_bad_interval():
+    from llmperf.bench import watch_in_flight
+
+    async with watch_in_flight("http://127.0.0.1:9", interval=0):
+        pass
+
+
+def test_background_says_when_the_port_is_taken(smollm2):
+    import socket
+
+    _, tokenizer = smollm2
+    app = create_app(small_model(tokenizer), tokenizer, model_name=NAME, max_batch=1, capacity=64)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        with pytest.raises(RuntimeError, match="did not start"):
+            with background(app, port=taken.getsockname()[1]):
+                pass
+
+
+def test_text_held_back_for_an_unfinished_character_is_sent_at_the_end(smollm2):
+    """A token can be part of a character; its text waits for the rest. An answer that ends mid-character must
+    still hand over what it generated (as U+FFFD), or a streaming client sees no text, and no token, at all."""
+    from llmperf.engine import Request
+    from llmperf.serve import _Response
+
+    _, tokenizer = smollm2
+    partial = next(i for i in range(256, 2000) if tokenizer.decode([i]) == "\ufffd")  # one byte of a character
+    options = {"stream": True, "include_usage": True, "stop": []}
+    response = _Response(Request([1, 2], 2), tokenizer, NAME, False, options, prompt_tokens=2)
+    assert response.add(partial, 0.0) == "" and response.add(partial, 0.1) == ""
+    assert response.flush() == tokenizer.decode([partial, partial]) and "\ufffd" in response.sent_text
+    assert response.flush() == ""  # nothing is sent twice
