@@ -26,6 +26,8 @@ def building_the_book() -> bool:
 
 def glue(name: str, value, display: bool = False) -> None:
     """Store `value` under `name` for the text's {glue:text} references; outside the book build, print it too."""
+    if hasattr(value, "item") and getattr(value, "shape", None) == ():  # a NumPy scalar: glue writes its
+        value = value.item()  # repr, np.float64(...), which the text's number formats cannot read
     _myst_glue(name, value, display=display)
     if not building_the_book():
         if isinstance(value, float):

@@ -15,3 +15,17 @@ def test_glue_is_silent_while_the_book_builds(capsys, monkeypatch):
     monkeypatch.setenv("LLMPERF_BOOK", "1")
     glue("ratio", 1.23456)
     assert capsys.readouterr().out == ""
+
+
+def test_glue_hands_numpy_scalars_over_as_plain_numbers(monkeypatch):
+    """MyST-NB stores a glued value's repr; np.float64(1.5) cannot be read back by a {glue:text} number format."""
+    import numpy as np
+
+    import llmperf.book
+
+    stored = {}
+    monkeypatch.setattr(llmperf.book, "_myst_glue", lambda name, value, display=False: stored.update({name: value}))
+    glue("mean", np.mean([1.0, 2.0]))
+    glue("count", np.int64(3))
+    assert stored == {"mean": 1.5, "count": 3}
+    assert type(stored["mean"]) is float and type(stored["count"]) is int

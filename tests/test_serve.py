@@ -358,6 +358,7 @@ async def watch_in_flight_with_bad_interval():
         pass
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # uvicorn's own bind error
 def test_background_says_when_the_port_is_taken(smollm2):
     import socket
 
