@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: book test lab bench clean
+.PHONY: book student test lab bench clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -26,6 +26,14 @@ book: $(STAMP)
 	LLMPERF_BOOK=1 $(BIN)/jupyter-book build . -W -n --keep-going
 	@echo
 	@echo "The site is built. Open: file://$(CURDIR)/_build/html/index.html"
+
+# The student edition: the same site without the exercises' solutions or the cells
+# that compute them (book/instructors.md). It is built into _build/student/_build/html.
+student: $(STAMP)
+	sed 's/^    hide_solutions: false/    hide_solutions: true/' _config.yml > .student_config.yml
+	LLMPERF_BOOK=1 $(BIN)/jupyter-book build . --config .student_config.yml --path-output _build/student \
+		-W -n --keep-going; status=$$?; rm -f .student_config.yml; exit $$status
+	@echo "The student edition is built. Open: file://$(CURDIR)/_build/student/_build/html/index.html"
 
 test: $(STAMP)
 	$(BIN)/python -m pytest --nbval-lax tests notebooks
