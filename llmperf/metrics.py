@@ -35,7 +35,8 @@ last token received:
   statistics pool every gap of every request (each token counts once), so a
   long answer weighs more in ITL than in TPOT;
 - Little's Law: the mean number of requests in flight, integrated from the
-  timestamps, against arrival rate × mean latency (`littles_law`).
+  timestamps, against arrival rate × mean latency (`littles_law`), or as a
+  server reported it when polled (`littles_law_polled`).
 
 Requests that failed or returned no tokens are left out of every latency and
 throughput figure and counted separately.
@@ -239,10 +240,7 @@ def littles_law(records: Sequence[RequestRecord], start: float | None = None,
     window inside a run they agree only if the system is stable: when a queue keeps growing, the requests
     sent in the window stay in flight long after it, and the two part.
     """
-    done = [r for r in records if r.ok]
-    if not done:
-        raise ValueError("Little's Law needs completed requests; none completed.")
-    spans = [(r.sent, r.token_times[-1]) for r in done]
+    spans = _spans(records)
     start = min(s for s, _ in spans) if start is None else start
     end = max(e for _, e in spans) if end is None else end
     if end <= start:
@@ -252,6 +250,25 @@ def littles_law(records: Sequence[RequestRecord], start: float | None = None,
     if not arrived:
         raise ValueError("No request was sent inside the window; widen it.")
     return in_flight, len(arrived) / (end - start) * (sum(arrived) / len(arrived))
+
+
+def _spans(records: Sequence[RequestRecord]) -> list[tuple[float, float]]:
+    """(sent, last token) of every completed request."""
+    spans = [(r.sent, r.token_times[-1]) for r in records if r.ok]
+    if not spans:
+        raise ValueError("Little's Law needs completed requests; none completed.")
+    return spans
+
+
+def littles_law_polled(records: Sequence[RequestRecord], polled: Sequence[tuple[float, float]]
+                       ) -> tuple[float, float]:
+    """(L, λ·W) over a whole run, with L as the server counted it: the time average (`time_average`) of its
+    polled count of requests in flight, (time, count) pairs, from the first request sent to the last token
+    received; λ·W from the client's timestamps, as `littles_law` computes it. Unlike `littles_law`'s own L,
+    this one is measured apart from the latencies, so the two agreeing is a check, not an identity."""
+    spans = _spans(records)
+    start, end = min(s for s, _ in spans), max(e for _, e in spans)
+    return time_average(polled, start, end), littles_law(records)[1]
 
 
 def time_average(samples: Sequence[tuple[float, float]], start: float, end: float) -> float:

@@ -134,3 +134,18 @@ def test_time_average_holds_each_sample_until_the_next():
         time_average([(5.0, 1)], 0.0, 4.0)
     with pytest.raises(ValueError, match="time order"):
         time_average([(2.0, 1), (1.0, 1)], 0.0, 4.0)
+
+
+def test_littles_law_with_the_servers_polled_count():
+    from llmperf.metrics import littles_law_polled
+
+    # Two requests, in flight over [0, 2] and [1, 3]: λ·W = 2 / 3 s × 2 s = 4/3.
+    records = [RequestRecord(0.0, [1.0, 2.0]), RequestRecord(1.0, [2.5, 3.0])]
+    honest = [(0.0, 1), (1.0, 2), (2.0, 1), (3.0, 0)]  # what a server holding them would report
+    L, lam_w = littles_law_polled(records, honest)
+    assert lam_w == pytest.approx(4 / 3) and L == pytest.approx(4 / 3)
+    missed = [(0.0, 1), (1.0, 1), (3.0, 0)]  # a server that loses count of one: the check sees it
+    L, _ = littles_law_polled(records, missed)
+    assert L == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="none completed"):
+        littles_law_polled([RequestRecord(0.0, error="HTTP 500")], honest)
