@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: book student test lab bench clean
+.PHONY: book student test lab bench assignments clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -21,6 +21,9 @@ $(STAMP): requirements.txt pyproject.toml
 
 book: $(STAMP)
 	rm -rf _build
+	# The assignments' student versions, which the site offers as downloads (book/assignments.md).
+	# Their tests run against the solutions in `make test` (tests/test_assignments.py), not here.
+	$(BIN)/python assignments/make_assignments.py --no-run-tests
 	# LLMPERF_BOOK=1: the chapters' numbers go into the text only (llmperf.book.glue),
 	# not also into the cell outputs as they do in JupyterLab.
 	LLMPERF_BOOK=1 $(BIN)/jupyter-book build . -W -n --keep-going
@@ -30,10 +33,17 @@ book: $(STAMP)
 # The student edition: the same site without the exercises' solutions or the cells
 # that compute them (book/instructors.md). It is built into _build/student/_build/html.
 student: $(STAMP)
+	$(BIN)/python assignments/make_assignments.py --no-run-tests
 	sed 's/^    hide_solutions: false/    hide_solutions: true/' _config.yml > .student_config.yml
 	LLMPERF_BOOK=1 $(BIN)/jupyter-book build . --config .student_config.yml --path-output _build/student \
 		-W -n --keep-going; status=$$?; rm -f .student_config.yml; exit $$status
 	@echo "The student edition is built. Open: file://$(CURDIR)/_build/student/_build/html/index.html"
+
+# The assignments (book/assignments.md): Otter Assign makes each master notebook's student
+# version and autograder under _build/assignments/, after running every test, hidden ones
+# included, against the solution. Grade submissions with assignments/grade.py.
+assignments: $(STAMP)
+	$(BIN)/python assignments/make_assignments.py
 
 test: $(STAMP)
 	$(BIN)/python -m pytest --nbval-lax tests notebooks

@@ -115,14 +115,17 @@ class Setup(NamedTuple):
     tokenizer: Tokenizer
 
 
-def setup(device=None) -> Setup:
+def setup(device=None, dtype: torch.dtype | None = None) -> Setup:
     """A chapter's first cell in one call: pick the device and dtype, load SmolLM2, choose PyTorch's thread
     count on a CPU (`fastest_thread_count`), and print the environment.
 
         device, dtype, sizes, model, tokenizer = setup()
+
+    `dtype` defaults to `default_dtype(device)`. The assignments ask for torch.float32 on every device, so
+    that two ways of generating can be held to the same tokens.
     """
     device = pick_device(device)
-    dtype = default_dtype(device)
+    dtype = default_dtype(device) if dtype is None else dtype
     model, tokenizer = load_smollm2(device, dtype)
     if device.type == "cpu":
         threads = fastest_thread_count(model)

@@ -76,6 +76,23 @@ def test_chapter_3_sizes_on_the_cpu():
     assert s.decode_contexts[-1] + 1 <= 8192 and s.decode_context >= 1  # SmolLM2's max_seq_len
 
 
+def test_setup_loads_the_dtype_asked_for(capsys):
+    """The assignments ask setup() for float32 on every device; by default a CPU gets float32 too."""
+    import torch
+
+    from llmperf.experiments import default_dtype, setup
+
+    before = torch.get_num_threads()
+    try:
+        device, dtype, _, model, _ = setup("cpu", dtype=torch.bfloat16)
+        assert dtype == model.dtype == torch.bfloat16 and default_dtype("cpu") == torch.float32
+        assert "bfloat16" in capsys.readouterr().out  # the environment it prints names the dtype
+    finally:
+        torch.set_num_threads(before)
+    with pytest.raises(TypeError, match="float64 is not supported on cpu"):  # before any loading
+        setup("cpu", dtype=torch.float64)
+
+
 def test_fits_recover_exact_polynomials():
     x = np.arange(1, 9)
     line = linear_fit(x, 3.0 + 2.0 * x)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+from urllib.parse import unquote, urlparse
 
 import pytest
 
@@ -102,6 +103,9 @@ IMAGES = """async () => {
 }"""
 
 
+LINKS = """() => [...document.querySelectorAll('a[href]')].map(a => a.href).filter(h => h.startsWith('file:'))"""
+
+
 @pytest.mark.parametrize("page_path", site_pages(), ids=lambda p: p.relative_to(SITE).as_posix())
 def test_a_page_reads_right_offline(browser, page_path):
     outside: list[str] = []
@@ -127,6 +131,8 @@ def test_a_page_reads_right_offline(browser, page_path):
             assert raw not in prose, f"untypeset {raw!r} in the text: ...{prose[prose.find(raw) - 80:][:200]}..."
 
         assert page.evaluate(IMAGES) == [], "images that did not load"
+        broken = {url for url in page.evaluate(LINKS) if not Path(unquote(urlparse(url).path)).exists()}
+        assert not broken, f"links to files the site does not have (downloads, pages): {sorted(broken)}"
         errors = page.locator(".cell_output .output.traceback, .cell_output .output.error")
         assert errors.count() == 0, errors.first.inner_text()[:500]
 
