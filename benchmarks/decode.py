@@ -18,6 +18,11 @@ Same machine, same run, same SmolLM2 weights, dtype and device: batch 1, a
   torch.compile(mode="reduce-overhead") (--skip-compile leaves it out), against
   the copy bandwidth probed before each row. --skip-smollm2 runs only
   these rows (for a GPU machine without the SmolLM2 weights).
+- on a CPU, llama.cpp in the same run when its `llama-bench` is on PATH or named
+  by $LLAMA_BENCH: the same SmolLM2 GGUF requantized to F32 by llama.cpp's own
+  `llama-quantize` (kept in _build/llama.cpp/), the same prompt and new-token
+  counts (`-d` prompt tokens of context, `-n` new tokens) and PyTorch's thread
+  count. Without one, it prints how to build it (README: "llama.cpp beside it").
 
     python benchmarks/decode.py [--dtypes float32,bfloat16] [--repeat 3] [--json out.json]
 """
@@ -26,9 +31,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import statistics
+import subprocess
 import sys
 import time
+from pathlib import Path
 
 import torch
 
@@ -38,7 +47,12 @@ from llmperf.device import (DTYPES, check_dtype, dtype_name, environment, free_m
                             synchronize)
 from llmperf.fast import fuse
 from llmperf.metrics import RequestTimes
-from llmperf.weights import check_fits, load_smollm2_transformers
+from llmperf.weights import check_fits, load_smollm2_transformers, smollm2_gguf_path
+
+LLAMA_CPP_DIR = Path(__file__).resolve().parents[1] / "_build" / "llama.cpp"  # the F32 GGUF, 540 MB: not committed
+LLAMA_CPP_HOWTO = ("llama.cpp: no llama-bench on PATH and $LLAMA_BENCH unset, so no llama.cpp row. Build one "
+                   "(README, \"llama.cpp beside it\": cmake, under 10 minutes on 2 cores) and run with "
+                   "LLAMA_BENCH=/path/to/build/bin/llama-bench.")
 
 
 def step_bytes(cfg, dtype: torch.dtype, context: int) -> int:
@@ -138,6 +152,57 @@ def big_rows(device, args):
                         device, "copy")
 
 
+def llama_bench() -> str | None:
+    """llama.cpp's benchmark program: $LLAMA_BENCH if set (it must exist), else `llama-bench` on PATH, else None."""
+    named = os.environ.get("LLAMA_BENCH")
+    if named:
+        if not (Path(named).is_file() and os.access(named, os.X_OK)):
+            raise FileNotFoundError(f"LLAMA_BENCH={named} is not an executable file. Point it at the llama-bench "
+                                    "that llama.cpp's build wrote (build/bin/llama-bench), or unset it.")
+        return named
+    return shutil.which("llama-bench")
+
+
+def llama_cpp_f32_gguf(bench: str) -> Path:
+    """The bundled SmolLM2 GGUF (Q4_1) requantized to F32 by the llama-quantize next to `bench`: the weights
+    llmperf dequantizes to float32 on load, in llama.cpp's own F32 file (made once, kept in _build/llama.cpp)."""
+    out = LLAMA_CPP_DIR / "SmolLM2-135M-Instruct.F32.gguf"
+    if out.is_file():
+        return out
+    quantize = Path(bench).with_name("llama-quantize")
+    if not quantize.is_file():
+        raise FileNotFoundError(f"No llama-quantize next to {bench}: build llama.cpp's llama-quantize target too.")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    partial = out.with_suffix(".partial")
+    done = subprocess.run([str(quantize), "--allow-requantize", smollm2_gguf_path(), str(partial), "F32"],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"llama-quantize failed ({done.returncode}):\n{done.stderr[-2000:]}")
+    partial.rename(out)
+    return out
+
+
+def llama_cpp_seconds_per_token(bench: str, gguf: Path, args, threads: int) -> float:
+    """llama-bench's text generation: args.new_tokens tokens after args.prompt tokens of context (-d), on
+    `threads` threads, args.repeat + 1 repetitions; its mean tokens/s, as seconds per token."""
+    command = [bench, "-m", str(gguf), "-p", "0", "-n", str(args.new_tokens), "-d", str(args.prompt),
+               "-t", str(threads), "-r", str(args.repeat + 1), "-o", "json"]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed ({done.returncode}):\n{done.stderr[-2000:]}")
+    result = json.loads(done.stdout)
+    return 1.0 / result[-1]["avg_ts"]
+
+
+def llama_cpp_rows(bench: str, gguf: Path, args) -> list[dict]:
+    """llama.cpp F32 on the CPU, in this run, against the bandwidth probed right before it."""
+    nbytes = step_bytes(get_config("smollm2-135m"), torch.float32, mean_context(args))
+    threads = torch.get_num_threads()
+    return measure_rows("smollm2-135m", torch.float32,
+                        {"llama.cpp F32": lambda: llama_cpp_seconds_per_token(bench, gguf, args, threads)},
+                        nbytes, torch.device("cpu"), "read")
+
+
 def measure_rows(model: str, dtype: torch.dtype, variants: dict, nbytes: int, device, probe: str) -> list[dict]:
     """Run each variant (a function returning seconds per step), each right after its own bandwidth probe."""
     rows = []
@@ -196,11 +261,22 @@ def main(argv=None) -> int:
         check_big_model(device, args)
     except (ValueError, MemoryError) as e:  # an unknown preset, a dtype the GPU lacks, too little memory, too long
         p.error(str(e))
+    llama_cpp = None  # (llama-bench, the F32 GGUF), found and prepared before any measurement
+    if device.type == "cpu" and "float32" in dtypes and not args.skip_smollm2:
+        try:
+            bench = llama_bench()
+            llama_cpp = (bench, llama_cpp_f32_gguf(bench)) if bench else None
+        except (FileNotFoundError, RuntimeError) as e:
+            p.error(str(e))
+        if llama_cpp is None:
+            print(LLAMA_CPP_HOWTO)
     env = setup(device)
     print(env)
     rows = []
     for d in [] if args.skip_smollm2 else dtypes:
         rows += smollm2_rows(device, DTYPES[d], args)
+    if llama_cpp:
+        rows += llama_cpp_rows(*llama_cpp, args)
     if device.type == "cuda":
         rows += big_rows(device, args)
 
@@ -212,6 +288,9 @@ def main(argv=None) -> int:
     print("probe: the bandwidth measured (best of 10) right before each row's run; GB/s: the step's bytes / its time")
     for d in dtypes:
         by = {r["variant"]: r for r in rows if r["dtype"] == d and r["model"] == "smollm2-135m"}
+        if "llama.cpp F32" in by:
+            print(f"{d}: llmperf fused is {by['llmperf fused']['tokens_per_s'] / by['llama.cpp F32']['tokens_per_s']:.2f}x "
+                  f"llama.cpp F32's tokens/s, in this run")
         if "transformers" in by:
             print(f"{d}: llmperf fused is {by['llmperf fused']['tokens_per_s'] / by['transformers']['tokens_per_s']:.2f}x "
                   f"transformers' tokens/s (plain: {by['llmperf plain']['tokens_per_s'] / by['transformers']['tokens_per_s']:.2f}x)")

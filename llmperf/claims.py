@@ -274,8 +274,15 @@ def head_time_share(time_share: float, byte_share: float) -> str:
             "each of which pays a fixed cost")
 
 
-def fused_ops(plain_ops: float, fused_ops: float) -> str:
-    """How many ops the fused model (llmperf.fast) calls per step against the plain one, and why."""
+def fused_ops(plain_ops: float, fused_ops: float, in_numpy: bool = False) -> str:
+    """How many ops the fused model (llmperf.fast) calls per step against the plain one, and why. `in_numpy`:
+    its step ran as NumPy code (llmperf.fast.NumpyDecodeStep, a float32 step on a CPU), which the profiler
+    does not see."""
+    if in_numpy:
+        return (f"hands the whole step to NumPy (llmperf.fast.NumpyDecodeStep): the profiler sees only the "
+                f"{fused_ops:,.0f} PyTorch ops around it, against the plain model's {plain_ops:,.0f}. The same "
+                "arithmetic runs as about forty NumPy operations per layer, each costing a microsecond or two "
+                "instead of a PyTorch op's fixed cost")
     if fused_ops > plain_ops:
         return (f"calls {fused_ops:,.0f} ops a step, more than the plain model's {plain_ops:,.0f}: here its "
                 "products run in NumPy's BLAS, and the conversions that hand each one over are ops too. "

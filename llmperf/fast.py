@@ -2,20 +2,32 @@
 
 At batch 1 a decode step multiplies one activation row by every weight matrix:
 a matrix–vector product (gemv), whose speed is set by how fast the weights
-stream out of memory. Two things keep the plain model in model.py off that roof.
+stream out of memory. Three things keep the plain model in model.py off that roof.
 
 1. Seven products per layer where four will do. q, k and v are products of the
    same input, and so are the gate and up activations of the MLP. `fuse` stacks
    their matrices: one (q_dim + 2·kv_dim, d) matrix and one (2·d_ff, d) matrix per
    layer. Fewer, larger products mean fewer dispatched ops per step.
-2. A kernel that uses one core. On a CPU in float32, PyTorch gives a one-row
+2. A kernel that uses one core. On a CPU in float32, PyTorch may give a one-row
    product to a general matrix–matrix routine that runs on a single core,
-   whatever torch.get_num_threads() says, and one core cannot draw the memory
+   whatever torch.get_num_threads() says (on one 2-core host it did; on another
+   it used both cores, still slower than NumPy's gemv), and one core cannot draw the memory
    bandwidth that all of them can (benchmarks/decode.py and the README give the
    figures). NumPy's bundled BLAS (OpenBLAS in the PyPI wheels) has a true gemv
    that splits the work over every core. So a one-row
    product on a CPU in float32 goes to NumPy, on the same memory:
    Tensor.numpy() and torch.from_numpy() share buffers, nothing is copied.
+
+3. A framework's cost per op. A step of the plain model runs about 1,600 PyTorch
+   ops, most of them on vectors of a few hundred numbers, and on a small
+   virtual machine each costs 10-20 µs to dispatch, whatever its size: on one
+   2-core host that was ~16 ms of a ~38 ms step whose products took ~20 ms.
+   So a cached step of one token (`NumpyDecodeStep`) is written in NumPy, whose
+   small ops cost a microsecond or two: the same arithmetic as model.py, on
+   views of the same weights and of the KV cache's own buffers (nothing is
+   copied, and the cache stays the one PyTorch prefilled and reads). What is
+   left is about the products alone, which is what llama.cpp's step costs too
+   (benchmarks/decode.py runs both).
 
 Two thread pools must not share the cores at the same time. After each product
 the BLAS threads spin for a while, waiting for the next one; if PyTorch's OpenMP
@@ -49,12 +61,15 @@ step's matmuls.
 from __future__ import annotations
 
 import contextvars
+import math
 from contextlib import contextmanager
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .kv_cache import KVCache
 from .model import Attention, FeedForward, Transformer, apply_rope, attend
 
 _IN_NUMPY_GEMV = contextvars.ContextVar("llmperf_numpy_gemv", default=False)
@@ -130,6 +145,54 @@ class FusedFeedForward(nn.Module):
         return self.w2(F.silu(gate) * up)
 
 
+class NumpyDecodeStep:
+    """One cached decode step of one sequence, float32 on a CPU, in NumPy: model.py's arithmetic without
+    PyTorch's cost per op. Built from a fused model; it holds NumPy views of its weights (nothing copied).
+
+    Calling it with a token id, its position and the KV cache that holds positions 0..pos-1 writes the
+    token's keys and values into the cache, in place, and returns the logits, (vocab,) float32.
+    """
+
+    def __init__(self, model: "FusedTransformer"):
+        cfg = model.cfg
+        view = lambda t: t.detach().numpy()  # shares memory with the tensor  # noqa: E731
+        self.cfg, self.eps = cfg, cfg.norm_eps
+        self.layers = [(view(b.attention_norm.weight), view(b.attention.wqkv.weight), view(b.attention.wo.weight),
+                        view(b.ffn_norm.weight), view(b.feed_forward.w13.weight), view(b.feed_forward.w2.weight))
+                       for b in model.layers]
+        self.embedding, self.norm, self.head = (view(model.tok_embeddings.weight), view(model.norm.weight),
+                                                view(model.output.weight))
+        self.cos, self.sin = view(model.rope_cos), view(model.rope_sin)  # (max_seq_len, hd) each
+        self.scale = np.float32(1 / math.sqrt(cfg.head_dim))
+
+    def rms_norm(self, x: np.ndarray, weight: np.ndarray) -> np.ndarray:
+        return x * np.float32(1 / math.sqrt(float(x @ x) / x.size + self.eps)) * weight
+
+    def __call__(self, token: int, pos: int, cache: KVCache) -> np.ndarray:
+        cfg = self.cfg
+        H, Hkv, hd = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
+        keys, values = cache.k.numpy(), cache.v.numpy()  # (L, B, Hkv, capacity, hd): the cache's own memory
+        cos, sin = self.cos[pos], self.sin[pos]  # (hd,) each
+        x = self.embedding[token].copy()  # (d,)
+        for i, (norm1, wqkv, wo, norm2, w13, w2) in enumerate(self.layers):
+            qkv = wqkv @ self.rms_norm(x, norm1)  # ((H + 2·Hkv)·hd,): one gemv for q, k and v
+            qk = qkv[:(H + Hkv) * hd].reshape(H + Hkv, hd)  # q and k heads, rotated together
+            half = hd // 2
+            qk = qk * cos + np.concatenate([-qk[:, half:], qk[:, :half]], axis=1) * sin  # RoPE, rotate-half
+            keys[i, 0, :, pos] = qk[H:]  # (Hkv, hd) into the cache at this position
+            values[i, 0, :, pos] = qkv[(H + Hkv) * hd:].reshape(Hkv, hd)
+            q = qk[:H].reshape(Hkv, H // Hkv, hd)  # each key/value head's group of query heads
+            k, v = keys[i, 0, :, :pos + 1], values[i, 0, :, :pos + 1]  # (Hkv, T, hd): positions 0..pos
+            scores = np.matmul(q, k.transpose(0, 2, 1)) * self.scale  # (Hkv, G, T)
+            probs = np.exp(scores - scores.max(axis=-1, keepdims=True))
+            probs /= probs.sum(axis=-1, keepdims=True)  # softmax over the keys
+            x = x + wo @ np.matmul(probs, v).reshape(-1)  # (H·hd,) -> (d,)
+            gate_up = w13 @ self.rms_norm(x, norm2)  # (2·d_ff,)
+            gate, up = gate_up[:cfg.d_ff], gate_up[cfg.d_ff:]
+            x = x + w2 @ (gate / (1 + np.exp(-gate)) * up)  # SwiGLU: silu(gate)·up, then down
+        return self.head @ self.rms_norm(x, self.norm)  # (vocab,)
+
+
 class FusedTransformer(Transformer):
     """`model` with fused layers, sharing every tensor it does not fuse; a step that qualifies runs
     inside `numpy_gemv()`.
@@ -150,13 +213,18 @@ class FusedTransformer(Transformer):
             block.feed_forward = FusedFeedForward(plain.feed_forward)
         self.output = DecodeLinear(model.output.weight)  # shared: for tied models, the embedding
         self.rope_cos, self.rope_sin = model.rope_cos, model.rope_sin
+        self.numpy_step = NumpyDecodeStep(self) if self.dtype == torch.float32 and self.device.type == "cpu" else None
 
     def forward(self, tokens: torch.Tensor, input_pos: torch.Tensor | None = None,
                 cache=None, last_only: bool = False) -> torch.Tensor:
         if not qualifies_for_numpy_gemv(tokens, self):
             return super().forward(tokens, input_pos, cache, last_only)
         with numpy_gemv():
-            return super().forward(tokens, input_pos, cache, last_only)
+            if cache is None or input_pos is None or self.numpy_step is None:
+                return super().forward(tokens, input_pos, cache, last_only)
+            cache.window(input_pos.reshape(-1), 1)  # checks that the position fits, as the plain model does
+            logits = self.numpy_step(int(tokens), int(input_pos), cache)
+            return torch.from_numpy(logits).view(1, 1, -1)  # (B, S, vocab) as Transformer.forward returns
 
     def _apply(self, fn, recurse=True):
         # .to(), .cuda(), .half() ... would convert the tensors shared with the original model in place.

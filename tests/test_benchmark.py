@@ -22,7 +22,9 @@ def load_benchmark():
     return load_script("decode")
 
 
-def test_decode_benchmark_writes_its_table(tmp_path, capsys):
+def test_decode_benchmark_writes_its_table(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("LLAMA_BENCH", raising=False)
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # no llama-bench: the table has no llama.cpp row, and says why
     bench = load_benchmark()
     out = tmp_path / "decode.json"
     assert bench.main(["--device", "cpu", "--dtypes", "float32", "--prompt", "8", "--new-tokens", "4",
@@ -34,7 +36,46 @@ def test_decode_benchmark_writes_its_table(tmp_path, capsys):
         assert r["achieved_GBps"] * 1e9 == pytest.approx(r["step_bytes"] * r["tokens_per_s"])
         assert r["fraction_of_probe_bw"] == pytest.approx(r["achieved_GBps"] / r["probe_GBps"])
         assert r["probe"] == "read" and r["probe_GBps"] > 0
-    assert "llmperf fused" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "llmperf fused" in out and "no llama-bench on PATH" in out
+
+
+def fake_llama_cpp(folder: pathlib.Path, tokens_per_s: float) -> pathlib.Path:
+    """Stand-ins for llama.cpp's llama-quantize (writes its output file) and llama-bench (prints a JSON
+    result, and records its arguments)."""
+    folder.mkdir()
+    quantize, bench = folder / "llama-quantize", folder / "llama-bench"
+    quantize.write_text('#!/bin/sh\necho F32 > "$3"\n')
+    bench.write_text(f'#!/bin/sh\necho "$@" > {folder}/args\necho \'[{{"avg_ts": {tokens_per_s}}}]\'\n')
+    for script in (quantize, bench):
+        script.chmod(0o755)
+    return bench
+
+
+def test_decode_benchmark_runs_llama_cpp_in_the_same_run(tmp_path, capsys, monkeypatch):
+    bench_module = load_benchmark()
+    fake = fake_llama_cpp(tmp_path / "llama.cpp", tokens_per_s=50.0)
+    monkeypatch.setenv("LLAMA_BENCH", str(fake))
+    monkeypatch.setattr(bench_module, "LLAMA_CPP_DIR", tmp_path / "converted")
+    out = tmp_path / "decode.json"
+    assert bench_module.main(["--device", "cpu", "--dtypes", "float32", "--prompt", "8", "--new-tokens", "4",
+                              "--repeat", "1", "--skip-transformers", "--json", str(out)]) == 0
+    rows = {r["variant"]: r for r in json.loads(out.read_text())["rows"]}
+    assert rows["llama.cpp F32"]["tokens_per_s"] == pytest.approx(50.0)
+    assert rows["llama.cpp F32"]["step_bytes"] == rows["llmperf fused"]["step_bytes"]  # the same step's bytes
+    args = (tmp_path / "llama.cpp" / "args").read_text().split()
+    given = dict(zip(args[::2], args[1::2]))
+    assert (given["-d"], given["-n"], given["-t"], given["-p"]) == ("8", "4", str(torch.get_num_threads()), "0")
+    assert given["-m"].endswith("SmolLM2-135M-Instruct.F32.gguf")
+    assert "x llama.cpp F32's tokens/s" in capsys.readouterr().out
+
+
+def test_decode_benchmark_refuses_a_wrong_llama_bench(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("LLAMA_BENCH", str(tmp_path / "nowhere" / "llama-bench"))
+    with pytest.raises(SystemExit):
+        load_benchmark().main(["--device", "cpu", "--dtypes", "float32"])
+    out = capsys.readouterr()
+    assert "is not an executable file" in out.err and out.out == ""  # before anything was measured
 
 
 @pytest.mark.parametrize("argv", [["--dtypes", "float8"], ["--big", "llama-9b"], ["--new-tokens", "1"],

@@ -174,6 +174,8 @@ def test_head_time_share_wording(time_share, byte_share, words):
 def test_fused_ops_wording():
     assert "more than the plain model's 1,632" in claims.fused_ops(1632, 2754)
     assert "against the plain model's 1,632" in claims.fused_ops(1632, 1540)
+    in_numpy = claims.fused_ops(1632, 9, in_numpy=True)
+    assert "hands the whole step to NumPy" in in_numpy and "only the 9 PyTorch ops" in in_numpy
 
 
 def test_serving_wording():

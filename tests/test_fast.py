@@ -95,6 +95,30 @@ def test_fused_smollm2_same_logits_and_tokens(smollm2):
     assert generate(fast, prompt, 32).tolist() == generate(model, prompt, 32).tolist()
 
 
+@pytest.mark.parametrize("static", [False, True])
+def test_a_cached_one_token_step_runs_in_numpy(tiny, static, monkeypatch):
+    """A cached float32 CPU step of one sequence is NumpyDecodeStep's, writes the same keys and values into
+    the cache as the plain model, and gives its logits; with a static cache too (which reads every slot)."""
+    from llmperf.fast import NumpyDecodeStep
+
+    fast, calls = fuse(tiny), []
+    step = NumpyDecodeStep.__call__
+    monkeypatch.setattr(NumpyDecodeStep, "__call__", lambda self, *a: calls.append(a[:2]) or step(self, *a))
+    tokens = torch.randint(0, tiny.cfg.vocab_size, (1, 9), generator=torch.Generator().manual_seed(3))
+    caches = {m: new_cache(tiny, 1, 12, static=static) for m in ("plain", "fast")}
+    with torch.inference_mode():
+        for name, m in (("plain", tiny), ("fast", fast)):
+            m(tokens[:, :6], torch.arange(6), caches[name])  # the prompt: PyTorch, in both
+        for pos in range(6, 9):
+            want = tiny(tokens[:, pos:pos + 1], torch.tensor([pos]), caches["plain"])
+            got = fast(tokens[:, pos:pos + 1], torch.tensor([pos]), caches["fast"])
+            assert got.shape == want.shape == (1, 1, tiny.cfg.vocab_size)
+            assert torch.allclose(got, want, atol=1e-5), (got - want).abs().max()
+    assert calls == [(int(tokens[0, p]), p) for p in range(6, 9)]
+    assert torch.allclose(caches["fast"].k, caches["plain"].k, atol=1e-6)
+    assert torch.allclose(caches["fast"].v, caches["plain"].v, atol=1e-6)
+
+
 def test_fuse_shares_what_it_does_not_fuse(tiny):
     fast = fuse(tiny)
     assert fast.tok_embeddings is tiny.tok_embeddings and fast.norm is tiny.norm
