@@ -44,9 +44,8 @@ def assign(name: str, out: Path, run_tests: bool = True) -> Path:
     master = masters()[name]
     result = out / name
     shutil.rmtree(result, ignore_errors=True)
-    command = [sys.executable, "-m", "otter", "assign", "--no-pdfs", str(master), str(result)]
-    if not run_tests:
-        command.insert(5, "--no-run-tests")
+    flags = ["--no-pdfs"] + ([] if run_tests else ["--no-run-tests"])
+    command = [sys.executable, "-m", "otter", "assign", *flags, str(master), str(result)]
     done = subprocess.run(command, cwd=master.parent, capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"otter assign failed on {master.name}:\n{done.stdout[-3000:]}{done.stderr[-3000:]}")

@@ -195,7 +195,7 @@ class NumpyDecodeStep:
 
 class FusedTransformer(Transformer):
     """`model` with fused layers, sharing every tensor it does not fuse; a step that qualifies runs
-    inside `numpy_gemv()`.
+    inside `numpy_gemv()`, and a cached one (float32 on a CPU) runs as NumPy code (`NumpyDecodeStep`).
 
     It is a Transformer, built by Transformer's own constructor on the meta device
     (a skeleton that allocates nothing), whose parts are then replaced: the
