@@ -23,8 +23,11 @@ Same machine, same run, same SmolLM2 weights, dtype and device: batch 1, a
   `llama-quantize` (kept in _build/llama.cpp/), the same prompt and new-token
   counts (`-d` prompt tokens of context, `-n` new tokens) and PyTorch's thread
   count. Without one, it prints how to build it (README: "llama.cpp beside it").
+  The rows are minutes apart and a shared machine's bandwidth drifts, so it then
+  runs llmperf fused and llama.cpp F32 in --pairs back-to-back pairs and prints
+  the median ratio of their tokens/s, with the smallest and largest.
 
-    python benchmarks/decode.py [--dtypes float32,bfloat16] [--repeat 3] [--json out.json]
+    python benchmarks/decode.py [--dtypes float32,bfloat16] [--repeat 3] [--pairs 5] [--json out.json]
 """
 
 from __future__ import annotations
@@ -112,6 +115,7 @@ def mean_context(args) -> int:
 
 
 def smollm2_rows(device, dtype, args):
+    """The SmolLM2 rows in `dtype`, and a function that times the fused model once more (for the pairs)."""
     model, tok = load_smollm2(device, dtype)
     prompt = torch.randint(0, model.cfg.vocab_size, (args.prompt,), generator=torch.Generator().manual_seed(0)).tolist()
     fast = fuse(model)
@@ -122,7 +126,7 @@ def smollm2_rows(device, dtype, args):
     # The fused model runs last: its BLAS threads keep spinning for a moment after it stops (see llmperf.fast).
     variants["llmperf fused"] = lambda: tpot_llmperf(fast, prompt, args.new_tokens, args.repeat)
     nbytes = step_bytes(model.cfg, dtype, mean_context(args))
-    return measure_rows("smollm2-135m", dtype, variants, nbytes, device, "read")
+    return measure_rows("smollm2-135m", dtype, variants, nbytes, device, "read"), variants["llmperf fused"]
 
 
 def big_rows(device, args):
@@ -203,6 +207,24 @@ def llama_cpp_rows(bench: str, gguf: Path, args) -> list[dict]:
                         nbytes, torch.device("cpu"), "read")
 
 
+def paired_with_llama_cpp(fused_tpot, bench: str, gguf: Path, args) -> list[float]:
+    """llmperf fused's tokens/s over llama.cpp F32's, in `args.pairs` pairs of runs made back to back.
+
+    A shared machine's bandwidth drifts by more than the two differ, from one minute to the next; the
+    rows of the table are minutes apart, a pair is seconds apart. Each pair is one llama-bench run (after
+    its own warm-up) and one timed fused run (after one untimed), in alternating order.
+    """
+    threads, once = torch.get_num_threads(), argparse.Namespace(**{**vars(args), "repeat": 1})
+    ratios = []
+    for i in range(args.pairs):
+        timed = {}
+        for name in (("llama.cpp", "fused") if i % 2 == 0 else ("fused", "llama.cpp")):
+            timed[name] = (llama_cpp_seconds_per_token(bench, gguf, once, threads) if name == "llama.cpp"
+                           else fused_tpot())
+        ratios.append(timed["llama.cpp"] / timed["fused"])  # seconds per token, inverted: tokens/s
+    return ratios
+
+
 def measure_rows(model: str, dtype: torch.dtype, variants: dict, nbytes: int, device, probe: str) -> list[dict]:
     """Run each variant (a function returning seconds per step), each right after its own bandwidth probe."""
     rows = []
@@ -243,14 +265,16 @@ def main(argv=None) -> int:
                    help="leave out the CUDA-only torch.compile row (compiling takes a minute or two)")
     p.add_argument("--skip-transformers", action="store_true")
     p.add_argument("--skip-smollm2", action="store_true", help="only the big random-weight rows (CUDA only)")
+    p.add_argument("--pairs", type=int, default=5,
+                   help="back-to-back pairs of llmperf fused and llama.cpp F32 runs, when llama.cpp is there")
     p.add_argument("--json", default=None, help="also write the table to this file")
     args = p.parse_args(argv)
     dtypes = [d.strip() for d in args.dtypes.split(",")]
     unknown = [d for d in dtypes if d not in DTYPES]
     if unknown:
         p.error(f"unknown dtype(s) {unknown}; choose from {list(DTYPES)}")
-    if args.new_tokens < 2 or args.prompt < 1 or args.repeat < 1:
-        p.error("need --new-tokens >= 2, --prompt >= 1 and --repeat >= 1")
+    if args.new_tokens < 2 or args.prompt < 1 or args.repeat < 1 or args.pairs < 0:
+        p.error("need --new-tokens >= 2, --prompt >= 1, --repeat >= 1 and --pairs >= 0")
     try:
         device = pick_device(args.device)
     except (RuntimeError, ValueError) as e:  # a device this machine lacks
@@ -272,11 +296,15 @@ def main(argv=None) -> int:
             print(LLAMA_CPP_HOWTO)
     env = setup(device)
     print(env)
-    rows = []
+    rows, fused_float32, ratios = [], None, []
     for d in [] if args.skip_smollm2 else dtypes:
-        rows += smollm2_rows(device, DTYPES[d], args)
+        new_rows, fused_tpot = smollm2_rows(device, DTYPES[d], args)
+        rows += new_rows
+        fused_float32 = fused_tpot if d == "float32" else fused_float32
     if llama_cpp:
         rows += llama_cpp_rows(*llama_cpp, args)
+        if args.pairs:
+            ratios = paired_with_llama_cpp(fused_float32, *llama_cpp, args)
     if device.type == "cuda":
         rows += big_rows(device, args)
 
@@ -290,13 +318,16 @@ def main(argv=None) -> int:
         by = {r["variant"]: r for r in rows if r["dtype"] == d and r["model"] == "smollm2-135m"}
         if "llama.cpp F32" in by:
             print(f"{d}: llmperf fused is {by['llmperf fused']['tokens_per_s'] / by['llama.cpp F32']['tokens_per_s']:.2f}x "
-                  f"llama.cpp F32's tokens/s, in this run")
+                  f"llama.cpp F32's tokens/s, in the rows above")
+            if ratios:
+                print(f"{d}: in {len(ratios)} back-to-back pairs, llmperf fused made {statistics.median(ratios):.2f}x "
+                      f"llama.cpp F32's tokens/s (median; from {min(ratios):.2f}x to {max(ratios):.2f}x)")
         if "transformers" in by:
             print(f"{d}: llmperf fused is {by['llmperf fused']['tokens_per_s'] / by['transformers']['tokens_per_s']:.2f}x "
                   f"transformers' tokens/s (plain: {by['llmperf plain']['tokens_per_s'] / by['transformers']['tokens_per_s']:.2f}x)")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"environment": env, "rows": rows}, f, indent=2)
+            json.dump({"environment": env, "rows": rows, "fused_over_llama_cpp_pairs": ratios}, f, indent=2)
         print(f"wrote {args.json}")
     return 0
 

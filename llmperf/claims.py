@@ -281,16 +281,46 @@ def fused_ops(plain_ops: float, fused_ops: float, in_numpy: bool = False) -> str
     if in_numpy:
         return (f"hands the whole step to NumPy (llmperf.fast.NumpyDecodeStep): the profiler sees only the "
                 f"{fused_ops:,.0f} PyTorch ops around it, against the plain model's {plain_ops:,.0f}. The same "
-                "arithmetic runs as about forty NumPy operations per layer, each costing a microsecond or two "
+                "arithmetic runs as about thirty NumPy operations per layer, each costing a microsecond or a few "
                 "instead of a PyTorch op's fixed cost")
-    if fused_ops > plain_ops:
-        return (f"calls {fused_ops:,.0f} ops a step, more than the plain model's {plain_ops:,.0f}: here its "
-                "products run in NumPy's BLAS, and the conversions that hand each one over are ops too. "
-                "Whatever it gains must come from how fast its products stream the weights, not from "
-                "calling fewer ops")
     return (f"calls {fused_ops:,.0f} ops a step against the plain model's {plain_ops:,.0f}: among other "
             "things, one product for q, k and v together and one for the gate and up projections, where the "
             "plain model calls five, and one rotation for q and k together")
+
+
+def numpy_step_account(step: float, bandwidth_time: float, weights: float, weights_bandwidth_time: float,
+                       small: float, small_lines: float, between: float) -> str:
+    """The fused NumPy step's time, millisecond by millisecond, against its bytes ÷ bandwidth. `weights`: the
+    products and the LM head (`weights_bandwidth_time`: their bytes ÷ the probed bandwidth); `small`: the
+    stretches of code that read no weights (norms, RoPE, the cache write, attention, SiLU, residual adds),
+    `small_lines` of them per step; `between`: the Python between the timed stretches."""
+    gap = step - bandwidth_time
+    slow_weights = weights - weights_bandwidth_time  # the products' time beyond their bytes ÷ bandwidth
+    rest = gap - slow_weights  # the small ops and Python beyond their own (few) bytes ÷ bandwidth
+    rate = weights_bandwidth_time / weights  # their streaming rate as a fraction of the probe's
+    if rate > 1:
+        streamed = (f"{100 * rate:.0f} % of the probed bandwidth: faster than the probe reads memory, so "
+                    "some weights came from the processor's caches")
+    elif rate >= 0.9:
+        streamed = f"{100 * rate:.0f} % of the probed bandwidth: about as fast as a plain read of memory goes"
+    elif rate >= 0.7:
+        streamed = f"{100 * rate:.0f} % of the probed bandwidth: most of it, not all"
+    else:
+        streamed = f"only {100 * rate:.0f} % of the probed bandwidth"
+    text = (f"The step took {duration(step)} against {duration(bandwidth_time)} for its bytes. The weight "
+            f"products and the LM head took {duration(weights)} of it ({100 * weights / step:.0f} %), streaming "
+            f"their matrices at {streamed}. The code that reads no weights took {duration(small)}: "
+            f"{small_lines:.0f} timed stretches of a few NumPy calls each, {duration(small / small_lines)} a "
+            f"stretch, on vectors of a few hundred numbers whose bytes would need microseconds in all. Python "
+            f"between the stretches took {duration(between)}")
+    if gap <= 0:
+        return f"{text}. The step ran no slower than its bytes ÷ bandwidth: the probe underestimated this run"
+    if slow_weights <= 0:
+        return (f"{text}. So the small ops and Python are the whole of the {duration(gap)} between the step "
+                "and its bytes ÷ bandwidth")
+    return (f"{text}. So the {duration(gap)} between the step and its bytes ÷ bandwidth is "
+            f"{duration(slow_weights)} of products streaming below the probe's rate and {duration(rest)} of "
+            "small ops and Python")
 
 
 # --- chapter 6: serving metrics ----------------------------------------------------------------

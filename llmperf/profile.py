@@ -11,6 +11,8 @@ prefill and decode_step, and returns a function that runs it.
 - `op_times` profiles a few decode steps and splits their time by the kind of op
   (the weight products, attention, the cache write, the norms, the LM head, the
   rest), to set against the bytes the cost model gives each kind;
+  `numpy_step_times` does the same with a stopwatch for a fused model's NumPy
+  step (llmperf.fast), which the profiler cannot see into;
 - `cuda_graph_step` records a decode step into a CUDA Graph once and returns a
   function that replays it: every kernel of the step submitted with one launch;
   `compiled_step` does the same through torch.compile(mode="reduce-overhead");
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections import Counter
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -194,6 +197,42 @@ def op_times(model, batch: int = 1, context: int = 128, steps: int = 5) -> StepP
     per_step = 1e-6 / steps  # the profiler reports microseconds, summed over the steps
     kinds = {k: OpTime(k, count[k] / steps, kernels[k] / steps, seconds[k] * per_step) for k in OP_KINDS}
     return StepProfile("gpu" if gpu else "cpu", kinds, step * per_step)
+
+
+def numpy_step_times(fused, context: int = 128, steps: int = 20) -> StepProfile:
+    """Time `steps` NumPy decode steps of a fused float32 CPU model (`llmperf.fast.fuse`) at position
+    `context`, split by kind of op (`OP_KINDS`) as `op_times` splits the plain model's.
+
+    torch.profiler cannot see inside NumPy, so the step is run with a stopwatch: `NumpyDecodeStep` calls
+    lap(kind) after each line, and the time since the previous lap goes to that kind. `ops` counts the
+    timed lines of each kind per step (for "projections", the four products of a layer). `step` is the
+    wall time of a whole step; what it holds beyond the kinds is the Python between the lines.
+    """
+    step = getattr(fused, "numpy_step", None)
+    if step is None:
+        raise ValueError("numpy_step_times needs a fused float32 model on a CPU (llmperf.fast.fuse(model)), whose "
+                         "one-token steps run in NumPy; for any other model, profile with op_times.")
+    if steps < 1:
+        raise ValueError(f"Need steps >= 1, got {steps}.")
+    cache = new_cache(fused, 1, context + 1)
+    seconds, count, last = Counter(), Counter(), [0.0]
+
+    def lap(kind: str) -> None:
+        now = time.perf_counter()
+        seconds[kind] += now - last[0]
+        count[kind] += 1
+        last[0] = now
+
+    for _ in range(2):  # warm-up
+        step(0, context, cache)
+    token = torch.randint(0, fused.cfg.vocab_size, (1,)).item()
+    total = 0.0
+    for _ in range(steps):
+        start = last[0] = time.perf_counter()
+        step(token, context, cache, lap)
+        total += time.perf_counter() - start
+    kinds = {k: OpTime(k, count[k] / steps, 0, seconds[k] / steps) for k in OP_KINDS}
+    return StepProfile("cpu", kinds, total / steps)
 
 
 _STEP = "decode step"  # the profiler label around each step

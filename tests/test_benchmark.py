@@ -59,15 +59,20 @@ def test_decode_benchmark_runs_llama_cpp_in_the_same_run(tmp_path, capsys, monke
     monkeypatch.setattr(bench_module, "LLAMA_CPP_DIR", tmp_path / "converted")
     out = tmp_path / "decode.json"
     assert bench_module.main(["--device", "cpu", "--dtypes", "float32", "--prompt", "8", "--new-tokens", "4",
-                              "--repeat", "1", "--skip-transformers", "--json", str(out)]) == 0
-    rows = {r["variant"]: r for r in json.loads(out.read_text())["rows"]}
+                              "--repeat", "1", "--pairs", "3", "--skip-transformers", "--json", str(out)]) == 0
+    table = json.loads(out.read_text())
+    rows = {r["variant"]: r for r in table["rows"]}
     assert rows["llama.cpp F32"]["tokens_per_s"] == pytest.approx(50.0)
+    pairs = table["fused_over_llama_cpp_pairs"]  # each: the fused model's tokens/s over llama.cpp's 50
+    assert len(pairs) == 3 and all(r > 0 for r in pairs)
     assert rows["llama.cpp F32"]["step_bytes"] == rows["llmperf fused"]["step_bytes"]  # the same step's bytes
     args = (tmp_path / "llama.cpp" / "args").read_text().split()
     given = dict(zip(args[::2], args[1::2]))
     assert (given["-d"], given["-n"], given["-t"], given["-p"]) == ("8", "4", str(torch.get_num_threads()), "0")
     assert given["-m"].endswith("SmolLM2-135M-Instruct.F32.gguf")
-    assert "x llama.cpp F32's tokens/s" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "x llama.cpp F32's tokens/s, in the rows above" in printed
+    assert "in 3 back-to-back pairs, llmperf fused made" in printed
 
 
 def test_decode_benchmark_refuses_a_wrong_llama_bench(tmp_path, capsys, monkeypatch):
@@ -78,7 +83,7 @@ def test_decode_benchmark_refuses_a_wrong_llama_bench(tmp_path, capsys, monkeypa
     assert "is not an executable file" in out.err and out.out == ""  # before anything was measured
 
 
-@pytest.mark.parametrize("argv", [["--dtypes", "float8"], ["--big", "llama-9b"], ["--new-tokens", "1"],
+@pytest.mark.parametrize("argv", [["--dtypes", "float8"], ["--big", "llama-9b"], ["--new-tokens", "1"], ["--pairs", "-1"],
                                   ["--device", "cpu", "--skip-smollm2"], ["--device", "tpu"]])
 def test_decode_benchmark_rejects_bad_arguments(argv, capsys):
     with pytest.raises(SystemExit):

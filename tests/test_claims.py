@@ -172,10 +172,22 @@ def test_head_time_share_wording(time_share, byte_share, words):
 
 
 def test_fused_ops_wording():
-    assert "more than the plain model's 1,632" in claims.fused_ops(1632, 2754)
     assert "against the plain model's 1,632" in claims.fused_ops(1632, 1540)
     in_numpy = claims.fused_ops(1632, 9, in_numpy=True)
     assert "hands the whole step to NumPy" in in_numpy and "only the 9 PyTorch ops" in in_numpy
+
+
+def test_numpy_step_account_wording():
+    text = claims.numpy_step_account(0.024, 0.020, 0.0205, 0.0195, 0.0033, 900, 0.0002)
+    assert "The step took 24.0 ms against 20.0 ms for its bytes" in text
+    assert "95 % of the probed bandwidth: about as fast as" in text and "900 timed stretches of a few NumPy calls each, 3.7 µs a stretch" in text
+    assert "the 4.0 ms between the step and its bytes ÷ bandwidth is 1.0 ms of products streaming" in text
+    assert "and 3.0 ms of small ops and Python" in text  # the two add up to the gap
+    assert "most of it, not all" in claims.numpy_step_account(0.024, 0.020, 0.025, 0.0195, 0.003, 900, 0)
+    assert "only 50 %" in claims.numpy_step_account(0.04, 0.020, 0.039, 0.0195, 0.001, 900, 0)
+    assert "probe underestimated" in claims.numpy_step_account(0.019, 0.020, 0.016, 0.0195, 0.003, 900, 0)
+    cached = claims.numpy_step_account(0.022, 0.020, 0.018, 0.0195, 0.004, 900, 0)
+    assert "came from the processor's caches" in cached and "are the whole of the 2.0 ms" in cached
 
 
 def test_serving_wording():

@@ -1,54 +1,47 @@
-"""The fast decode path computes the same function as the plain model, and keeps its thread pools apart."""
+"""The fast decode path computes the same function as the plain model, with its weights laid out for NumPy."""
+
+import copy
 
 import pytest
 import torch
 
 from llmperf import generate
-from llmperf.fast import DecodeLinear, fuse, numpy_gemv, qualifies_for_numpy_gemv
+from llmperf.fast import fuse
 from llmperf.generation import new_cache
 from llmperf.kv_cache import CacheOverflowError
 from tests.test_model import cached_logits
 
 
-@pytest.fixture
-def two_threads():
-    """Run the test with PyTorch on two threads, so that a switch to one is visible; restore afterwards."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(2)
-    yield 2
-    torch.set_num_threads(before)
+@pytest.mark.parametrize("rows, cols, threads, want", [
+    (576, 576, 2, 800),     # SmolLM2's wo: 331,776 elements, one thread; 800 rows reach 460,800
+    (576, 768, 2, 600),     # 442,368: just under the line; 600 rows of 768 reach it
+    (960, 576, 2, 960),     # 552,960: OpenBLAS already splits it
+    (576, 576, 1, 576),     # one thread: nothing to gain
+    (64, 64, 2, 64),        # 7,200 rows would be 112 times the bytes: not worth it
+])
+def test_threaded_gemv_rows(rows, cols, threads, want, monkeypatch):
+    import llmperf.fast as fast
+
+    monkeypatch.setattr(fast, "numpy_uses_openblas", lambda: True)
+    assert fast.threaded_gemv_rows(rows, cols, threads) == want
+    if want > rows:
+        assert want * cols >= fast.OPENBLAS_ONE_THREAD_BELOW > (want - 1) * cols  # the fewest rows that do
+    monkeypatch.setattr(fast, "numpy_uses_openblas", lambda: False)
+    assert fast.threaded_gemv_rows(rows, cols, threads) == rows  # another BLAS: its own rules, left alone
 
 
-@pytest.mark.parametrize("shape", [(1, 1, 5), (2, 3, 5), (1, 5)])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("in_numpy_gemv", [False, True])
-def test_decode_linear_equals_linear(shape, dtype, in_numpy_gemv, monkeypatch):
-    w = torch.randn(12, 5, generator=torch.Generator().manual_seed(0)).to(dtype)
-    x = torch.randn(*shape, generator=torch.Generator().manual_seed(1)).to(dtype)
-    numpy_calls = []
-    from_numpy = torch.from_numpy
-    monkeypatch.setattr(torch, "from_numpy", lambda a: numpy_calls.append(a.shape) or from_numpy(a))
+def test_which_passes_run_in_numpy(tiny):
+    fast, cache = fuse(tiny), new_cache(tiny, 2, 8)
+    one, two, pos = torch.zeros(1, 1, dtype=torch.long), torch.zeros(2, 1, dtype=torch.long), torch.tensor([0])
     with torch.inference_mode():
-        if in_numpy_gemv:
-            with numpy_gemv():
-                y = DecodeLinear(w)(x)
-        else:
-            y = DecodeLinear(w)(x)
-    assert y.shape == (*shape[:-1], 12) and y.dtype == dtype
-    assert torch.allclose(y.float(), (x @ w.t()).float(), atol=1e-6 if dtype == torch.float32 else 1e-2)
-    one_float32_row = x.numel() == x.shape[-1] and dtype == torch.float32
-    assert numpy_calls == ([(12,)] if in_numpy_gemv and one_float32_row else [])  # NumPy: one row, when asked
-
-
-def test_which_steps_qualify_for_numpy_gemv(tiny):
-    one, two = torch.zeros(1, 1, dtype=torch.long), torch.zeros(2, 1, dtype=torch.long)
-    with torch.inference_mode():
-        assert qualifies_for_numpy_gemv(one, tiny)
-        assert not qualifies_for_numpy_gemv(two, tiny)  # a batch (or a prompt): PyTorch's matmul
-        assert not qualifies_for_numpy_gemv(torch.zeros(1, 4, dtype=torch.long), tiny)
+        assert fast.runs_in_numpy(one, pos, cache)
+        assert not fast.runs_in_numpy(two, pos, cache)  # a batch: PyTorch's matrix products
+        assert not fast.runs_in_numpy(torch.zeros(1, 4, dtype=torch.long), torch.arange(4), cache)  # a prompt
+        assert not fast.runs_in_numpy(one, None, None)  # no cache: a one-token model call, PyTorch's
         with torch.autocast("cpu", dtype=torch.bfloat16):
-            assert not qualifies_for_numpy_gemv(one, tiny)  # NumPy would ignore autocast
-    assert not qualifies_for_numpy_gemv(one, tiny)  # autograd on: NumPy would drop the gradient
+            assert not fast.runs_in_numpy(one, pos, cache)  # NumPy would ignore autocast
+    assert not fast.runs_in_numpy(one, pos, cache)  # autograd on: NumPy would drop the gradient
+    assert fuse(copy.deepcopy(tiny).to(torch.bfloat16)).numpy_step is None  # NumPy has no bfloat16
 
 
 @pytest.mark.parametrize("batch", [1, 2])
@@ -60,22 +53,12 @@ def test_fused_tiny_matches_plain(tiny, batch):
     assert torch.allclose(cached_logits(fast, tokens, 6), cached_logits(tiny, tokens, 6), atol=1e-5)
 
 
-def test_one_token_step_runs_torch_on_one_thread(tiny, two_threads):
-    """During a float32 CPU decode step PyTorch uses one thread (BLAS has the cores); prompts keep all of them."""
-    fast, seen = fuse(tiny), []
-    fast.layers[0].register_forward_hook(lambda *_: seen.append(torch.get_num_threads()))
-    with torch.inference_mode():
-        fast(torch.zeros(1, 4, dtype=torch.long))  # a prompt
-        fast(torch.zeros(1, 1, dtype=torch.long))  # one token, no cache: still a one-row step
-    assert seen == [two_threads, 1]
-    assert torch.get_num_threads() == two_threads  # restored afterwards
-
-
-def test_thread_count_is_restored_when_a_step_fails(tiny, two_threads):
+def test_a_step_past_the_cache_is_refused_before_numpy_writes(tiny):
     fast, cache = fuse(tiny), new_cache(tiny, 1, 4)
-    with torch.inference_mode(), pytest.raises(CacheOverflowError):
+    before = cache.k.clone()
+    with torch.inference_mode(), pytest.raises(CacheOverflowError, match="capacity 4"):
         fast(torch.zeros(1, 1, dtype=torch.long), torch.tensor([4]), cache)  # position 4 of a 4-token cache
-    assert torch.get_num_threads() == two_threads
+    assert torch.equal(cache.k, before)
 
 
 def test_fused_model_keeps_gradients_flowing(tiny):
@@ -103,7 +86,7 @@ def test_a_cached_one_token_step_runs_in_numpy(tiny, static, monkeypatch):
 
     fast, calls = fuse(tiny), []
     step = NumpyDecodeStep.__call__
-    monkeypatch.setattr(NumpyDecodeStep, "__call__", lambda self, *a: calls.append(a[:2]) or step(self, *a))
+    monkeypatch.setattr(NumpyDecodeStep, "__call__", lambda self, *a, **k: calls.append(a[:2]) or step(self, *a, **k))
     tokens = torch.randint(0, tiny.cfg.vocab_size, (1, 9), generator=torch.Generator().manual_seed(3))
     caches = {m: new_cache(tiny, 1, 12, static=static) for m in ("plain", "fast")}
     with torch.inference_mode():
@@ -123,9 +106,45 @@ def test_fuse_shares_what_it_does_not_fuse(tiny):
     fast = fuse(tiny)
     assert fast.tok_embeddings is tiny.tok_embeddings and fast.norm is tiny.norm
     assert fast.layers[0].attention_norm is tiny.layers[0].attention_norm
-    assert fast.layers[0].attention.wo.weight is tiny.layers[0].attention.wo.weight
-    assert fast.output.weight is tiny.output.weight
+    assert fast.layers[0].feed_forward.w2.weight is tiny.layers[0].feed_forward.w2.weight
+    assert fast.layers[0].attention.wo.weight is tiny.layers[0].attention.wo.weight  # too small to be padded
     assert fast.rope_cos.data_ptr() == tiny.rope_cos.data_ptr()
+    # float32 on a CPU: the LM head is a copy, stored input-major for NumPy's gemv, read by PyTorch as a view
+    head = fast.output.weight
+    assert torch.equal(head, tiny.output.weight) and head.t().is_contiguous()
+    assert head.data_ptr() != tiny.output.weight.data_ptr()
+    half = copy.deepcopy(tiny).to(torch.bfloat16)  # no NumPy step: the head is shared, as it is
+    assert fuse(half).output.weight is half.output.weight
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_smollm2_wo_is_padded_for_two_threads(smollm2, threads, monkeypatch):
+    """SmolLM2's wo (576 × 576) is below OpenBLAS's line for two threads: with two, it gets zero rows, and
+    PyTorch reads the same weights through a view."""
+    import llmperf.fast as fast_module
+
+    model, _ = smollm2
+    monkeypatch.setattr(fast_module, "numpy_uses_openblas", lambda: True)
+    monkeypatch.setattr(fast_module, "openblas_threads", lambda: threads)
+    attn = fast_module.FusedAttention(model.layers[0].attention, for_numpy=True)
+    wo = model.layers[0].attention.wo.weight
+    if threads == 1:
+        assert attn.wo_padded is None and attn.wo.weight is wo
+    else:
+        assert attn.wo_padded.shape == (800, 576) and not attn.wo_padded[576:].any()
+        assert torch.equal(attn.wo.weight, wo) and attn.wo.weight.data_ptr() == attn.wo_padded.data_ptr()
+
+
+def test_openblas_threads_follows_its_environment_variables(monkeypatch):
+    from llmperf.fast import openblas_threads
+
+    for name in ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS"):
+        monkeypatch.delenv(name, raising=False)
+    assert openblas_threads() >= 1
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert openblas_threads() == 3
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "1")  # OpenBLAS's own variable wins
+    assert openblas_threads() == 1
 
 
 def test_fused_model_refuses_to_be_moved(tiny):

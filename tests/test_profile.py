@@ -139,3 +139,28 @@ def test_op_times_on_gpu_counts_kernels():
     # 83 kernels counted directly (op_counts): within a launch or two of each other, not equal.
     assert abs(prof.kernels - sum(op_counts(model, context=8)["kernels"].values())) <= 2
     assert 0 < prof.in_ops < prof.step
+
+
+def test_numpy_step_times_splits_a_fused_step_by_kind(tiny):
+    from llmperf.fast import fuse
+    from llmperf.profile import OP_KINDS, numpy_step_times
+
+    account = numpy_step_times(fuse(tiny), context=5, steps=3)
+    L = tiny.cfg.n_layers
+    timed = {k: t.ops for k, t in account.kinds.items()}
+    assert list(timed) == list(OP_KINDS)
+    assert timed == {"projections": 4 * L, "attention": L, "KV write": L, "norms": 2 * L + 1, "LM head": 1,
+                     "other": 4 * L + 1}  # four products a layer, one norm before each half and one at the end
+    assert all(t.seconds > 0 for t in account.kinds.values())
+    assert account.in_ops <= account.step
+
+
+def test_numpy_step_times_refuses_a_model_without_a_numpy_step(tiny):
+    from llmperf.profile import numpy_step_times
+
+    with pytest.raises(ValueError, match="needs a fused float32 model on a CPU"):
+        numpy_step_times(tiny)
+    from llmperf.fast import fuse
+
+    with pytest.raises(ValueError, match="steps >= 1"):
+        numpy_step_times(fuse(tiny), steps=0)
