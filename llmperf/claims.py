@@ -83,9 +83,10 @@ def attention_bound(intensity: float, ridge: float) -> str:
 def small_batch_kernel(device_type: str, b2_over_b1: float) -> str:
     """What going from one row to two did to the step (the one-row kernel against the matrix kernel)."""
     if device_type == "cpu":
-        lead = ("On a CPU, PyTorch runs a product of a single row by a matrix on one thread, and a single "
-                "core cannot draw the bandwidth that all cores together can; the probe's sum uses every core. "
-                "With a few rows it switches to a general matrix-product kernel")
+        lead = ("On a CPU, PyTorch gives a product of a single row by a matrix to a matrix–vector kernel, "
+                "and a product of a few rows to a general matrix-product kernel. The two stream the weights at "
+                "different rates, and neither need use every core the way the probe's sum does (on one host "
+                "this course was tested on, the one-row kernel ran on a single core)")
     else:
         lead = ("On a GPU every product runs as kernels spread over the whole chip, one row or several; "
                 "the cost is in how well each kernel streams the weights")
@@ -321,6 +322,43 @@ def numpy_step_account(step: float, bandwidth_time: float, weights: float, weigh
     return (f"{text}. So the {duration(gap)} between the step and its bytes ÷ bandwidth is "
             f"{duration(slow_weights)} of products streaming below the probe's rate and {duration(rest)} of "
             "small ops and Python")
+
+
+def half_precision(flags: dict[str, str], rates: dict[tuple[str, str], float]) -> str:
+    """What this CPU offers for 2-byte weights (`device.cpu_half_precision`) and what the fastest one-row
+    product in each dtype made of it (`hardware.measure_one_row_products`: {(dtype, kernel): bytes/s})."""
+    native = [what for flag, what in flags.items() if flag != "f16c"]
+    if native:
+        offers = f"This processor offers {', '.join(native[:-1]) + ' and ' + native[-1] if len(native) > 1 else native[0]}"
+    else:
+        offers = ("This processor reports no native bfloat16 or float16 arithmetic"
+                  + (" (only F16C's conversions to and from float32)" if "f16c" in flags else "")
+                  + ": a 2-byte weight must be widened to float32 before it is multiplied")
+    best = {d: max((rate, kernel) for (dtype, kernel), rate in rates.items() if dtype == d)
+            for d in ("float32", "bfloat16", "float16")}
+    f32_rate, f32_kernel = best["float32"]
+    clauses = []
+    for d in ("bfloat16", "float16"):
+        rate, kernel = best[d]
+        ratio = (f32_rate / 4) / (rate / 2)  # seconds per weight in d over seconds per weight in float32
+        if ratio <= 0.6:
+            verdict = "half the bytes bought about half the time"
+        elif ratio < 0.9:
+            verdict = "half the bytes bought back only part of the time"
+        elif ratio <= 1.1:
+            verdict = "half the bytes bought nothing"
+        else:
+            verdict = "half the bytes cost time"
+        clauses.append(f"{d} at {rate / 1e9:.1f} GB/s ({kernel}): its products would take {ratio:.2f} times "
+                       f"float32's, {verdict}")
+    text = (f"{offers}. Streaming the same 512 MB of weights one row at a time, the fastest float32 product "
+            f"read {f32_rate / 1e9:.1f} GB/s ({f32_kernel}); " + "; ".join(clauses))
+    ratios = [(f32_rate / 4) / (best[d][0] / 2) for d in ("bfloat16", "float16")]
+    if max(ratios) <= 0.6:
+        return f"{text}. Here the 2-byte products are bound by memory, as the roofline says"
+    return (f"{text}. Where half the bytes do not halve the time, the kernel, not memory, sets the pace: it "
+            "does not turn 2-byte weights into arithmetic as fast as memory delivers them, and a step in that "
+            "dtype is bound by the kernel's speed, not by its bytes")
 
 
 # --- chapter 6: serving metrics ----------------------------------------------------------------

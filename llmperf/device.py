@@ -89,6 +89,33 @@ def _cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
+HALF_PRECISION_FLAGS = {
+    "avx512_bf16": "bfloat16 dot products (AVX512-BF16)",
+    "amx_bf16": "bfloat16 matrix tiles (AMX-BF16)",
+    "avx512_fp16": "float16 arithmetic (AVX512-FP16)",
+    "amx_fp16": "float16 matrix tiles (AMX-FP16)",
+    "f16c": "float16 ↔ float32 conversion only (F16C)",
+    "bf16": "bfloat16 arithmetic (Arm BF16)",
+    "fphp": "float16 arithmetic (Arm FP16)",
+}
+"""CPU feature flags, as Linux's /proc/cpuinfo names them, that bear on half-precision work."""
+
+
+def cpu_half_precision() -> dict[str, str]:
+    """What this processor offers for bfloat16 and float16: {flag: what it does} for each flag of
+    `HALF_PRECISION_FLAGS` that /proc/cpuinfo lists (empty where there is no /proc/cpuinfo, as on macOS).
+    Without a native flag, a half-precision product converts every weight to float32 before the arithmetic."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = set()
+            for line in f:
+                if line.startswith(("flags", "Features")):
+                    flags.update(line.split(":", 1)[1].split())
+    except OSError:
+        return {}
+    return {flag: what for flag, what in HALF_PRECISION_FLAGS.items() if flag in flags}
+
+
 def free_memory_bytes(device: torch.device) -> int:
     """Bytes that can still be allocated on `device` (system memory for cpu and mps)."""
     if device.type == "cuda":

@@ -122,7 +122,7 @@ def linear(weight: torch.Tensor) -> nn.Linear:
 class FusedAttention(nn.Module):
     """Attention whose q, k, v projections are one matrix, and whose q and k are rotated in one op.
 
-    For the NumPy step, wo may be stored with zero rows appended (`threaded_gemv_rows`): `wo_padded`
+    For the NumPy step (`for_numpy`), that matrix is stored input-major (`input_major`), and wo may be stored with zero rows appended (`threaded_gemv_rows`): `wo_padded`
     holds them, and `wo` is a view of its first rows, so PyTorch's path reads the same weights.
     """
 
@@ -176,8 +176,9 @@ class NumpyDecodeStep:
 
     Calling it with a token id, its position and the KV cache that holds positions 0..pos-1 writes the
     token's keys and values into the cache, in place, and returns the logits, (vocab,) float32.
-    `lap(kind)` is called after each line with the kind of op that line ran (`profile.OP_KINDS`), so
-    that a stopwatch can split the step's time the way chapter 5 splits the plain model's.
+    `lap(kind)` is called after each stretch of lines with the kind of op those lines ran
+    (`profile.OP_KINDS`), so that a stopwatch can split the step's time the way chapter 5 splits the
+    plain model's.
     """
 
     def __init__(self, model: "FusedTransformer"):

@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import torch
+import torch.nn.functional as F
 
 from .cost import OpCost
 from .device import device_name, dtype_name, pick_device, total_memory_bytes
@@ -173,6 +174,49 @@ def measure_bandwidth(device: torch.device, nbytes: int | None = None, repeat: i
     read = bench(lambda: x.sum(), warmup=2, repeat=repeat, device=device).min
     copy = bench(lambda: y.copy_(x), warmup=2, repeat=repeat, device=device).min
     return {"read": x.nbytes / read, "copy": 2 * x.nbytes / copy}
+
+
+ONE_ROW_KERNELS = {
+    "float32": ("NumPy's gemv (OpenBLAS; the fused step's)", "PyTorch F.linear"),
+    "bfloat16": ("PyTorch torch.mv", "PyTorch F.linear"),
+    "float16": ("PyTorch torch.mv", "PyTorch F.linear"),
+}
+"""The one-row products `measure_one_row_products` times, per dtype: NumPy has no bfloat16, and no BLAS for
+float16."""
+
+
+def measure_one_row_products(shape: tuple[int, int] = (3072, 576), nbytes: int = 512 << 20,
+                             repeat: int = 5) -> dict[tuple[str, str], float]:
+    """Bytes per second at which one-row products stream their weights on the CPU: {(dtype, kernel): B/s}
+    for each kernel of `ONE_ROW_KERNELS`, the best of `repeat` runs (see `measure_matmul`).
+
+    Each run multiplies one activation row by every matrix of a set of (out, in) = `shape` matrices
+    (SmolLM2's gate and up together by default) holding `nbytes` of weights in that dtype, the same bytes
+    for every dtype: a bandwidth-bound kernel takes half the float32 time in a 2-byte dtype. The default
+    512 MB is larger than the last-level cache of most processors, so the weights come from memory. Only
+    the weights' bytes are counted; their values (all 0.01) do not change the time.
+    """
+    rows, cols = shape
+    if rows < 1 or cols < 1 or nbytes < 1:
+        raise ValueError(f"Need a positive shape and byte count, got shape={shape}, nbytes={nbytes}.")
+    rates = {}
+    for name, kernels in ONE_ROW_KERNELS.items():
+        dtype = getattr(torch, name)
+        count = max(1, nbytes // (rows * cols * dtype.itemsize))
+        weights = [torch.full((rows, cols), 0.01, dtype=dtype) for _ in range(count)]
+        x = torch.randn(cols).to(dtype)
+        if name == "float32":
+            arrays, row = [w.numpy() for w in weights], x.numpy()
+            first = lambda: [w @ row for w in arrays]  # noqa: E731
+        else:
+            first = lambda: [torch.mv(w, x) for w in weights]  # noqa: E731
+        second = lambda: [F.linear(x, w) for w in weights]  # noqa: E731
+        total = count * rows * cols * dtype.itemsize
+        with torch.inference_mode():
+            for kernel, run in zip(kernels, (first, second)):
+                rates[(name, kernel)] = total / bench(run, warmup=1, repeat=repeat, device=torch.device("cpu")).min
+        del weights
+    return rates
 
 
 def measure_op_overhead(device: torch.device, n_ops: int = 200, repeat: int = 10) -> float:

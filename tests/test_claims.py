@@ -190,6 +190,25 @@ def test_numpy_step_account_wording():
     assert "came from the processor's caches" in cached and "are the whole of the 2.0 ms" in cached
 
 
+def test_half_precision_wording():
+    native = {"avx512_bf16": "bfloat16 dot products (AVX512-BF16)", "f16c": "conversion"}
+    rates = {("float32", "NumPy"): 20e9, ("float32", "F.linear"): 19e9, ("bfloat16", "torch.mv"): 12e9,
+             ("bfloat16", "F.linear"): 9e9, ("float16", "torch.mv"): 6e9, ("float16", "F.linear"): 10e9}
+    text = claims.half_precision(native, rates)
+    assert text.startswith("This processor offers bfloat16 dot products (AVX512-BF16).")
+    assert "read 20.0 GB/s (NumPy)" in text
+    assert "bfloat16 at 12.0 GB/s (torch.mv): its products would take 0.83 times float32's, half the bytes " \
+           "bought back only part of the time" in text
+    assert "float16 at 10.0 GB/s (F.linear): its products would take 1.00 times float32's, half the bytes " \
+           "bought nothing" in text  # the faster of its two kernels
+    assert "the kernel, not memory, sets the pace" in text
+    none = claims.half_precision({"f16c": "conversion"}, rates)
+    assert "reports no native bfloat16 or float16 arithmetic (only F16C's" in none
+    fast = {**rates, ("bfloat16", "torch.mv"): 40e9, ("float16", "torch.mv"): 39e9}
+    assert "bound by memory, as the roofline says" in claims.half_precision({}, fast)
+    assert "half the bytes cost time" in claims.half_precision({}, {**rates, ("float16", "F.linear"): 5e9})
+
+
 def test_serving_wording():
     assert "within 2 %" in claims.itl_against_tpot(0.100, 0.101)
     assert "above it" in claims.itl_against_tpot(0.100, 0.120) and "longer gaps" in claims.itl_against_tpot(0.1, 0.12)

@@ -150,3 +150,27 @@ def test_chapter_2_gpu_sweep_model_leaves_the_launch_floor(free_memory):
         first, last = (max(cost.prefill_flops(cfg, S, logits_for=1).total / h100.flops, floor)
                        for S in (s.prefill_lengths[0], s.prefill_lengths[-1]))
         assert (last > 2 * first) is ok, (name, first, last)
+
+
+def test_one_row_products_cover_every_kernel_and_refuse_a_bad_shape():
+    from llmperf.hardware import ONE_ROW_KERNELS, measure_one_row_products
+
+    rates = measure_one_row_products(shape=(64, 32), nbytes=1 << 16, repeat=1)
+    assert set(rates) == {(d, k) for d, kernels in ONE_ROW_KERNELS.items() for k in kernels}
+    assert all(r > 0 for r in rates.values())
+    with pytest.raises(ValueError, match="positive shape"):
+        measure_one_row_products(shape=(0, 32))
+
+
+def test_cpu_half_precision_reads_the_flags(tmp_path, monkeypatch):
+    import builtins
+
+    from llmperf import device as device_module
+
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx2 f16c avx512_bf16 amx_tile\n")
+    real_open = builtins.open
+    monkeypatch.setattr(builtins, "open", lambda f, *a, **k: real_open(cpuinfo if f == "/proc/cpuinfo" else f, *a, **k))
+    assert list(device_module.cpu_half_precision()) == ["avx512_bf16", "f16c"]
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu sse2\n")
+    assert device_module.cpu_half_precision() == {}
