@@ -201,22 +201,26 @@ def measure_one_row_products(shape: tuple[int, int] = (3072, 576), nbytes: int =
         raise ValueError(f"Need a positive shape and byte count, got shape={shape}, nbytes={nbytes}.")
     rates = {}
     for name, kernels in ONE_ROW_KERNELS.items():
-        dtype = getattr(torch, name)
-        count = max(1, nbytes // (rows * cols * dtype.itemsize))
-        weights = [torch.full((rows, cols), 0.01, dtype=dtype) for _ in range(count)]
-        x = torch.randn(cols).to(dtype)
-        if name == "float32":
-            arrays, row = [w.numpy() for w in weights], x.numpy()
-            first = lambda: [w @ row for w in arrays]  # noqa: E731
-        else:
-            first = lambda: [torch.mv(w, x) for w in weights]  # noqa: E731
-        second = lambda: [F.linear(x, w) for w in weights]  # noqa: E731
-        total = count * rows * cols * dtype.itemsize
-        with torch.inference_mode():
-            for kernel, run in zip(kernels, (first, second)):
-                rates[(name, kernel)] = total / bench(run, warmup=1, repeat=repeat, device=torch.device("cpu")).min
-        del weights
+        rates.update(_one_row_rates(name, kernels, rows, cols, nbytes, repeat))  # each set freed on return
     return rates
+
+
+@torch.inference_mode()
+def _one_row_rates(name: str, kernels: tuple[str, str], rows: int, cols: int, nbytes: int,
+                   repeat: int) -> dict[tuple[str, str], float]:
+    dtype = getattr(torch, name)
+    count = max(1, nbytes // (rows * cols * dtype.itemsize))
+    weights = [torch.full((rows, cols), 0.01, dtype=dtype) for _ in range(count)]
+    x = torch.randn(cols).to(dtype)
+    if name == "float32":
+        arrays, row = [w.numpy() for w in weights], x.numpy()  # the same memory, through NumPy
+        first = lambda: [w @ row for w in arrays]  # noqa: E731
+    else:
+        first = lambda: [torch.mv(w, x) for w in weights]  # noqa: E731
+    second = lambda: [F.linear(x, w) for w in weights]  # noqa: E731
+    total = count * rows * cols * dtype.itemsize
+    return {(name, kernel): total / bench(run, warmup=1, repeat=repeat, device=torch.device("cpu")).min
+            for kernel, run in zip(kernels, (first, second))}
 
 
 def measure_op_overhead(device: torch.device, n_ops: int = 200, repeat: int = 10) -> float:

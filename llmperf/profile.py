@@ -204,9 +204,9 @@ def numpy_step_times(fused, context: int = 128, steps: int = 20) -> StepProfile:
     `context`, split by kind of op (`OP_KINDS`) as `op_times` splits the plain model's.
 
     torch.profiler cannot see inside NumPy, so the step is run with a stopwatch: `NumpyDecodeStep` calls
-    lap(kind) after each line, and the time since the previous lap goes to that kind. `ops` counts the
-    timed lines of each kind per step (for "projections", the four products of a layer). `step` is the
-    wall time of a whole step; what it holds beyond the kinds is the Python between the lines.
+    lap(kind) after each stretch of lines, and the time since the previous lap goes to that kind. `ops`
+    counts the timed stretches of each kind per step (for "projections", the four products of a layer).
+    `step` is the wall time of a whole step; what it holds beyond the kinds is the Python between them.
     """
     step = getattr(fused, "numpy_step", None)
     if step is None:
