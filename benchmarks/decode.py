@@ -48,7 +48,7 @@ from llmperf import cost, hardware, load_smollm2, stream
 from llmperf.config import get_config
 from llmperf.device import (DTYPES, check_dtype, dtype_name, environment, free_memory_bytes, pick_device,
                             synchronize)
-from llmperf.fast import fuse
+from llmperf.fast import fuse, numpy_blas
 from llmperf.metrics import RequestTimes
 from llmperf.weights import check_fits, load_smollm2_transformers, smollm2_gguf_path
 
@@ -103,10 +103,8 @@ def setup(device) -> dict:
     """environment() plus NumPy and its BLAS, which run the fused model's float32 CPU products."""
     import numpy as np
 
-    blas = np.show_config(mode="dicts").get("Build Dependencies", {}).get("blas", {})
     env = {k: v for k, v in environment(device).items() if k != "dtype"}  # each row names its dtype
-    return {**env, "numpy": np.__version__,
-            "numpy_blas": f"{blas.get('name', '?')} {blas.get('version', '')}".strip()}
+    return {**env, "numpy": np.__version__, "numpy_blas": numpy_blas()}
 
 
 def mean_context(args) -> int:

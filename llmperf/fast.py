@@ -53,6 +53,7 @@ to count a step's ops, and time the NumPy step with `profile.numpy_step_times`.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 
@@ -70,10 +71,16 @@ OPENBLAS_ONE_THREAD_BELOW = 115_200 * 4
 2.4's scipy-openblas 0.3.31: a (576, 768) product ran at half the bandwidth of a (960, 576) one."""
 
 
+@functools.cache
+def numpy_blas() -> str:
+    """The BLAS NumPy was built with, name and version, as np.show_config reports it ("scipy-openblas 0.3.31...")."""
+    blas = np.show_config(mode="dicts").get("Build Dependencies", {}).get("blas", {})
+    return f"{blas.get('name', '?')} {blas.get('version', '')}".strip()
+
+
 def numpy_uses_openblas() -> bool:
     """Is NumPy's BLAS OpenBLAS (as in the PyPI wheels)? Only then does `OPENBLAS_ONE_THREAD_BELOW` apply."""
-    blas = np.show_config(mode="dicts").get("Build Dependencies", {}).get("blas", {})
-    return "openblas" in str(blas.get("name", "")).lower()
+    return "openblas" in numpy_blas().lower()
 
 
 def openblas_threads() -> int:
@@ -122,8 +129,9 @@ def linear(weight: torch.Tensor) -> nn.Linear:
 class FusedAttention(nn.Module):
     """Attention whose q, k, v projections are one matrix, and whose q and k are rotated in one op.
 
-    For the NumPy step (`for_numpy`), that matrix is stored input-major (`input_major`), and wo may be stored with zero rows appended (`threaded_gemv_rows`): `wo_padded`
-    holds them, and `wo` is a view of its first rows, so PyTorch's path reads the same weights.
+    For the NumPy step (`for_numpy`), that matrix is stored input-major (`input_major`), and wo may be
+    stored with zero rows appended (`threaded_gemv_rows`): `wo_padded` holds them, and `wo` is a view of
+    its first rows, so PyTorch's path reads the same weights.
     """
 
     def __init__(self, attn: Attention, for_numpy: bool = False):
