@@ -282,8 +282,8 @@ def fused_ops(plain_ops: float, fused_ops: float, in_numpy: bool = False) -> str
     if in_numpy:
         return (f"hands the whole step to NumPy (llmperf.fast.NumpyDecodeStep): the profiler sees only the "
                 f"{fused_ops:,.0f} PyTorch ops around it, against the plain model's {plain_ops:,.0f}. The same "
-                "arithmetic runs as about thirty NumPy operations per layer, each costing a microsecond or a few "
-                "instead of a PyTorch op's fixed cost")
+                "arithmetic runs as about thirty NumPy operations per layer, without a PyTorch op's fixed cost "
+                "each (the next section times them)")
     return (f"calls {fused_ops:,.0f} ops a step against the plain model's {plain_ops:,.0f}: among other "
             "things, one product for q, k and v together and one for the gate and up projections, where the "
             "plain model calls five, and one rotation for q and k together")
