@@ -133,7 +133,7 @@ def big_rows(device, args):
     and one gate/up product per layer, so fewer and larger kernels), and torch.compile's reduce-overhead
     mode (fused kernels in a graph of its own; unless --skip-compile)."""
     from llmperf import build_model
-    from llmperf.profile import bench_forward, compiled_step, cuda_graph_step
+    from llmperf.profiling import bench_forward, compiled_step, cuda_graph_step
     from llmperf.timing import bench
 
     model = build_model(args.big, device, torch.bfloat16)

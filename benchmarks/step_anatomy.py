@@ -3,7 +3,7 @@
 For a model (a preset with random weights, or --real for SmolLM2 from its GGUF
 file) at batch 1, one decode step after --context cached tokens:
 
-- torch.profiler's time per kind of op (llmperf.profile.op_times: the weight
+- torch.profiler's time per kind of op (llmperf.profiling.op_times: the weight
   products, attention, the cache write, the norms, the LM head, the rest), its
   op and kernel counts, and each kind's bytes from the cost model, as GB/s;
 - the fixed cost of one tiny op (hardware.measure_op_overhead) and the ops per
@@ -28,8 +28,9 @@ import torch
 from llmperf import build_model, hardware, load_smollm2
 from llmperf.config import get_config
 from llmperf.device import DTYPES, check_dtype, dtype_name, environment, pick_device
-from llmperf.experiments import default_dtype
-from llmperf.profile import cost_by_kind, compiled_step, cuda_graph_step, forward_fn, op_times
+from llmperf.chapters.setup import default_dtype
+from llmperf.cost import cost_by_kind
+from llmperf.profiling import compiled_step, cuda_graph_step, forward_fn, op_times
 from llmperf.timing import bench
 from llmperf.weights import check_fits
 

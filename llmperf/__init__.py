@@ -1,11 +1,47 @@
-"""llmperf: the package behind "The autoregressive loop", a course on LLM inference performance."""
+"""llmperf: the package behind "The autoregressive loop", a course on LLM inference performance.
 
-from .config import PRESETS, ModelConfig, get_config
-from .device import describe, dtype_name, environment, pick_device, synchronize
-from .generation import decode_step, generate, new_cache, prefill, stream
-from .kv_cache import CacheOverflowError, KVCache
-from .model import Transformer
-# (timing.bench is not re-exported: `llmperf.bench` is the load generator's module, python -m llmperf.bench.)
-from .weights import InsufficientMemoryError, build_model, load_smollm2
+`from llmperf import generate` and friends work as before, but each name is
+imported only when first used (PEP 562's module `__getattr__`). So the pure
+modules, `llmperf.cost` and `llmperf.metrics`, and the load generator
+`llmperf.bench`, a client, import without PyTorch: importing one of them runs
+this file, and this file imports nothing.
+"""
+
+from __future__ import annotations
+
+import importlib
 
 __version__ = "0.1.0"
+
+# Public name -> the module that defines it. (timing.bench is not exported: `llmperf.bench` is the load
+# generator's module, python -m llmperf.bench.)
+_EXPORTS = {
+    "PRESETS": "config", "ModelConfig": "config", "get_config": "config",
+    "describe": "device", "dtype_name": "device", "environment": "device", "pick_device": "device",
+    "synchronize": "device",
+    "decode_step": "generation", "generate": "generation", "new_cache": "generation", "prefill": "generation",
+    "stream": "generation",
+    "CacheOverflowError": "kv_cache", "KVCache": "kv_cache",
+    "Transformer": "model",
+    "InsufficientMemoryError": "weights", "build_model": "weights", "load_smollm2": "weights",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    """Import the module that defines `name` on first use (submodules such as `llmperf.cost` load as usual)."""
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+        globals()[name] = value  # later lookups skip this function
+        return value
+    try:
+        return importlib.import_module(f".{name}", __name__)  # `from llmperf import cost` on a fresh import
+    except ModuleNotFoundError as err:
+        if err.name != f"{__name__}.{name}":
+            raise
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_EXPORTS))

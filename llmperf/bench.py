@@ -45,7 +45,7 @@ from dataclasses import asdict
 import httpx
 
 from .metrics import PERCENTILE_METHODS, RequestRecord, format_summary, summarize
-from .timing import progress
+from .progress import progress
 
 
 def arrival_gaps(rate: float, n: int, burstiness: float = 1.0, seed: int = 0) -> list[float]:

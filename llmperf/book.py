@@ -37,3 +37,9 @@ def glue(name: str, value, display: bool = False) -> None:
         else:
             shown = str(value)
         print(f"{name} = {shown}")
+
+
+def glue_all(values) -> None:
+    """Glue every (name, value) of `values`, a mapping: a result record's `numbers()`, in one call."""
+    for name, value in values.items():
+        glue(name, value)

@@ -14,8 +14,7 @@ import torch
 
 # The floating-point dtypes the model runs in, by the name a reader types (--dtype float32).
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-# Which of them each device type can run.
-SUPPORTED_DTYPES = {"cpu": tuple(DTYPES.values()), "cuda": tuple(DTYPES.values()), "mps": tuple(DTYPES.values())}
+DEVICE_TYPES = ("cpu", "cuda", "mps")  # what pick_device chooses among, and the model is tested on
 
 
 def dtype_name(dtype: torch.dtype) -> str:
@@ -46,12 +45,10 @@ def pick_device(device: "str | torch.device | None" = None) -> torch.device:
 
 def check_dtype(device: torch.device, dtype: torch.dtype) -> None:
     """Raise a clear error if the model cannot run in `dtype` on `device`."""
-    supported = SUPPORTED_DTYPES.get(device.type)
-    if supported is None:
-        raise ValueError(f"Device type {device.type!r} is not supported; use cpu, cuda or mps.")
-    if dtype not in supported:
-        names = ", ".join(dtype_name(d) for d in supported)
-        raise TypeError(f"dtype {dtype} is not supported on {device.type}. Choose one of: {names}.")
+    if device.type not in DEVICE_TYPES:
+        raise ValueError(f"Device type {device.type!r} is not supported; use {', '.join(DEVICE_TYPES)}.")
+    if dtype not in DTYPES.values():
+        raise TypeError(f"dtype {dtype} is not supported: the model runs in {', '.join(DTYPES)}.")
     if device.type == "cuda" and dtype == torch.bfloat16 and not torch.cuda.is_bf16_supported():
         raise TypeError(f"{torch.cuda.get_device_name(device)} has no bfloat16 support; use float16 or float32.")
 

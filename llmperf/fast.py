@@ -10,27 +10,27 @@ things keep the plain model in model.py well above that.
    their matrices: one (q_dim + 2·kv_dim, d) matrix and one (2·d_ff, d) matrix per
    layer. Fewer, larger products mean fewer ops per step.
 2. A framework's cost per op. A step of the plain model runs about 1,600 PyTorch
-   ops, most of them on vectors of a few hundred numbers, and on a small virtual
-   machine each costs 10-20 µs to dispatch, whatever its size: on one 2-core
-   host that was ~16 ms of a ~38 ms step whose products took ~20 ms. So a cached
-   step of one token of one sequence, float32 on a CPU, is written in NumPy
-   (`NumpyDecodeStep`), whose small ops cost a microsecond or two: the same
+   ops, most of them on vectors of a few hundred numbers, and each has a fixed
+   cost to dispatch, whatever its size (chapter 5 measures it, and the share of
+   the step it takes, on the reader's machine). So a cached step of one token of
+   one sequence, float32 on a CPU, is written in NumPy (`NumpyDecodeStep`), whose
+   small ops cost far less each: the same
    arithmetic as model.py, on the same weights and on the KV cache's own
    buffers (Tensor.numpy() shares memory: the cache stays the one PyTorch
    prefilled and reads).
 3. The gemv kernel. NumPy's bundled BLAS (OpenBLAS in the PyPI wheels) has a true
-   gemv that splits a product over every core; PyTorch's one-row product was
-   slower on both hosts measured (on one it used a single core). OpenBLAS has two
+   gemv that splits a product over every core (benchmarks/decode.py sets it
+   against PyTorch's one-row product on the same machine). OpenBLAS has two
    gemv kernels, and the layout of the matrix picks one (`input_major`): the
    fused matrices and the LM head are stored the way the faster one reads them.
 4. Products too small to share. OpenBLAS gives a gemv of fewer than 460,800
    elements one thread (`OPENBLAS_ONE_THREAD_BELOW`), which draws about half
    the bandwidth of two. SmolLM2's wo (576 × 576) is one; it is stored with zero
-   rows appended (`threaded_gemv_rows`), which cost 39 % more bytes at twice
-   the rate.
+   rows appended (`threaded_gemv_rows`): 39 % more bytes, read by every thread
+   instead of one.
 
 What is left is the products plus a few milliseconds of small NumPy ops
-(`profile.numpy_step_times` splits a step; chapter 5 shows it), which is where
+(`profiling.numpy_step_times` splits a step; chapter 5 shows it), which is where
 llama.cpp's step stands too: benchmarks/decode.py runs both in the same run.
 The extra memory: the fused matrices (q, k, v, gate and up again), and for the
 NumPy step a copy of the LM head and the padded wo.
@@ -48,7 +48,7 @@ thread pools fight over the cores). Sampling one token is too small to notice,
 but give anything timed right after a fused step a few warm-up steps
 (`timing.bench_interleaved(..., settle=3)`; benchmarks/decode.py runs the fused
 model last). torch.profiler does not see NumPy's work: profile the plain model
-to count a step's ops, and time the NumPy step with `profile.numpy_step_times`.
+to count a step's ops, and time the NumPy step with `profiling.numpy_step_times`.
 """
 
 from __future__ import annotations
@@ -62,13 +62,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .cost import ATTENTION, KV_WRITE, LM_HEAD, NORMS, OTHER, PROJECTIONS
 from .kv_cache import KVCache
 from .model import Attention, FeedForward, Transformer, apply_rope, attend
 
 OPENBLAS_ONE_THREAD_BELOW = 115_200 * 4
 """OpenBLAS runs a float32 gemv on one thread when its matrix has fewer elements than this (its interface/gemv.c:
-115,200 × GEMM_MULTITHREAD_THRESHOLD, which is 4 unless OpenBLAS was built otherwise). Measured here with NumPy
-2.4's scipy-openblas 0.3.31: a (576, 768) product ran at half the bandwidth of a (960, 576) one."""
+115,200 × GEMM_MULTITHREAD_THRESHOLD, which is 4 unless OpenBLAS was built otherwise), as in NumPy 2.4's
+scipy-openblas 0.3.31."""
 
 
 @functools.cache
@@ -113,8 +114,8 @@ def input_major(weight: torch.Tensor, for_numpy: bool) -> torch.Tensor:
     it adds x[i] times row i to the output, and streams long rows. `W @ h` with W stored (out, in) runs
     its "T" kernel: one dot product per output, over rows as long as the input. For matrices whose output
     is much longer than their input (q/k/v's 960 × 576 and gate/up's 3,072 × 576 in SmolLM2, and the LM
-    head's 49,152 × 576), N streamed faster on the 2-core Intel host of the README (w13 26.5 GB/s against
-    21.3, the head 35 against 22–29); for w2 (576 × 1,536), T did (24 against 19). PyTorch reads the view.
+    head's 49,152 × 576), N streamed faster on the host this layout was chosen on (the README's table);
+    for w2 (576 × 1,536), T did. PyTorch reads the view.
     """
     return weight.t().contiguous().t() if for_numpy else weight
 
@@ -174,7 +175,7 @@ class FusedFeedForward(nn.Module):
 
 
 def no_lap(kind: str) -> None:
-    """NumpyDecodeStep's stopwatch when nobody times it: does nothing. (`profile.numpy_step_times` passes one
+    """NumpyDecodeStep's stopwatch when nobody times it: does nothing. (`profiling.numpy_step_times` passes one
     that records the time since the last lap under `kind`.)"""
 
 
@@ -185,7 +186,7 @@ class NumpyDecodeStep:
     Calling it with a token id, its position and the KV cache that holds positions 0..pos-1 writes the
     token's keys and values into the cache, in place, and returns the logits, (vocab,) float32.
     `lap(kind)` is called after each stretch of lines with the kind of op those lines ran
-    (`profile.OP_KINDS`), so that a stopwatch can split the step's time the way chapter 5 splits the
+    (`cost.OP_KINDS`), so that a stopwatch can split the step's time the way chapter 5 splits the
     plain model's.
     """
 
@@ -218,18 +219,18 @@ class NumpyDecodeStep:
         keys, values = cache.k.numpy(), cache.v.numpy()  # (L, B, Hkv, capacity, hd): the cache's own memory
         cos, sin = self.cos[pos], self.sin_signed[pos]  # (2, hd/2) each
         x = self.embedding[token]  # (d,), a view: every update below makes a new x
-        lap("other")
+        lap(OTHER)
         for i, (norm1, wqkv, wo, norm2, w13, w2) in enumerate(self.layers):
             h = self.rms_norm(x, norm1)
-            lap("norms")
+            lap(NORMS)
             qkv = h @ wqkv  # (d,) @ (d, (H + 2·Hkv)·hd): one gemv for q, k and v
-            lap("projections")
+            lap(PROJECTIONS)
             qk = qkv[:(H + Hkv) * hd].reshape(H + Hkv, 2, hd // 2)  # q and k heads, each as its two halves
             qk = qk * cos + qk[:, ::-1] * sin  # RoPE: q and k rotated together, (H + Hkv, 2, hd/2)
-            lap("other")
+            lap(OTHER)
             keys[i, 0, :, pos] = qk[H:].reshape(Hkv, hd)  # (Hkv, hd) into the cache at this position
             values[i, 0, :, pos] = qkv[(H + Hkv) * hd:].reshape(Hkv, hd)
-            lap("KV write")
+            lap(KV_WRITE)
             q = qk[:H].reshape(Hkv, H // Hkv, hd)  # each key/value head's group of query heads, (Hkv, G, hd)
             k, v = keys[i, 0, :, :pos + 1], values[i, 0, :, :pos + 1]  # (Hkv, T, hd): positions 0..pos
             scores = np.matmul(q, k.transpose(0, 2, 1))  # (Hkv, G, T)
@@ -238,29 +239,29 @@ class NumpyDecodeStep:
             weights = np.exp(scores, out=scores)  # unnormalised: divide the weighted sum instead, hd not T values
             y = np.matmul(weights, v)  # (Hkv, G, hd)
             y /= weights.sum(axis=-1, keepdims=True)
-            lap("attention")
+            lap(ATTENTION)
             out = wo @ y.reshape(-1)  # (d,), or (rows,) whose first d are the product (FusedAttention.wo_padded)
-            lap("projections")
+            lap(PROJECTIONS)
             x = x + out[:d]  # the residual
-            lap("other")
+            lap(OTHER)
             h = self.rms_norm(x, norm2)
-            lap("norms")
+            lap(NORMS)
             gate_up = h @ w13  # (d,) @ (d, 2·d_ff)
-            lap("projections")
+            lap(PROJECTIONS)
             gate, up = gate_up[:cfg.d_ff], gate_up[cfg.d_ff:]
             act = np.exp(-gate)
             act += 1
             np.divide(gate, act, out=act)  # SiLU: gate / (1 + e^-gate)
             act *= up
-            lap("other")
+            lap(OTHER)
             out = w2 @ act  # (d,)
-            lap("projections")
+            lap(PROJECTIONS)
             x = x + out
-            lap("other")
+            lap(OTHER)
         h = self.rms_norm(x, self.norm)
-        lap("norms")
+        lap(NORMS)
         logits = h @ self.head  # (d,) @ (d, vocab)
-        lap("LM head")
+        lap(LM_HEAD)
         return logits
 
 

@@ -107,8 +107,8 @@ def _check_request(model: Transformer, tokens: torch.Tensor, max_new_tokens: int
 
 
 @torch.inference_mode()
-def _token_steps(model: Transformer, tokens: torch.Tensor, max_new_tokens: int, cache: bool,
-                 temperature: float, top_k: int | None, seed: int | None) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+def _token_steps(model: Transformer, tokens: torch.Tensor, max_new_tokens: int, *, cache: bool,
+                 temperature: float = 0.0, top_k: int | None = None, seed: int | None = None) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """Yield each new token (B, 1), with the logits (B, vocab) it was sampled from, as soon as it is sampled
     (not synchronised)."""
     generator = None
@@ -148,7 +148,8 @@ def generate(model: Transformer, prompt_ids, max_new_tokens: int, cache: bool = 
     stop = torch.tensor(list(stop_ids), dtype=torch.long, device=tokens.device)
     done = torch.zeros(tokens.shape[0], dtype=torch.bool, device=tokens.device)
     out = []
-    for token, _ in _token_steps(model, tokens, max_new_tokens, cache, temperature, top_k, seed):
+    for token, _ in _token_steps(model, tokens, max_new_tokens, cache=cache, temperature=temperature, top_k=top_k,
+                                     seed=seed):
         out.append(token)
         if len(stop_ids):
             done |= torch.isin(token[:, 0], stop)
@@ -172,7 +173,8 @@ def stream(model: Transformer, prompt_ids, max_new_tokens: int, temperature: flo
         raise ValueError(f"stream() serves one sequence; got a batch of {tokens.shape[0]}. "
                          "Use generate() for batches.")
     _check_request(model, tokens, max_new_tokens, temperature, top_k)
-    for token, _ in _token_steps(model, tokens, max_new_tokens, True, temperature, top_k, seed):
+    for token, _ in _token_steps(model, tokens, max_new_tokens, cache=True, temperature=temperature, top_k=top_k,
+                                     seed=seed):
         synchronize(tokens.device)
         token_id = int(token)
         yield token_id, time.perf_counter()
@@ -191,5 +193,5 @@ def greedy_logits(model: Transformer, prompt_ids, max_new_tokens: int, cache: bo
     if tokens.shape[0] != 1:
         raise ValueError(f"greedy_logits() follows one sequence; got a batch of {tokens.shape[0]}.")
     _check_request(model, tokens, max_new_tokens, 0.0, None)
-    steps = list(_token_steps(model, tokens, max_new_tokens, cache, 0.0, None, None))
+    steps = list(_token_steps(model, tokens, max_new_tokens, cache=cache))
     return torch.cat([t for t, _ in steps], dim=1)[0], torch.cat([l for _, l in steps])  # (n,), (n, vocab)

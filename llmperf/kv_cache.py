@@ -156,8 +156,3 @@ class KVCache(nn.Module):
         object.__setattr__(view, "_buffers", {"k": self.k[:, :n], "v": self.v[:, :n]})  # views, not copies
         view.batch_size = n
         return view
-
-    def reset(self) -> None:
-        """Zero the buffers (not needed for correctness: positions are overwritten before use)."""
-        self.k.zero_()
-        self.v.zero_()

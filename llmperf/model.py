@@ -96,7 +96,7 @@ def attend(q, k, v, mask):
     from positions 0..S-1, so it is the plain causal mask: the kernel is then told
     `is_causal`, which lets it skip the masked half of the score matrix instead of
     computing it and throwing it away. (`torch.utils.flop_counter` counts this
-    kernel as 0 FLOPs on a CPU; `llmperf.profile.count_flops` runs PyTorch's
+    kernel as 0 FLOPs on a CPU; `llmperf.profiling.count_flops` runs PyTorch's
     "math" form of it instead, whose two matmuls it can count.)
     """
     gqa = q.shape[1] != k.shape[1]

@@ -8,22 +8,22 @@ Three rules, each a classic mistake when broken:
    noisy (CI's more than most), and the median shrugs off the outliers.
 
 This module is only a clock: it times any function. What to time (a decode
-step, a prefill) is built by `llmperf.profile.forward_fn`.
+step, a prefill) is built by `llmperf.profiling.forward_fn`.
 """
 
 from __future__ import annotations
 
 import statistics
-import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
 import torch
-from tqdm import tqdm
 
 from .device import pick_device, synchronize
+from .metrics import percentile
+from .progress import progress
 
 K = TypeVar("K")
 
@@ -47,12 +47,8 @@ class Timing:
         return min(self.samples)
 
     def percentile(self, q: float) -> float:
-        """q-th percentile (0..100), linear interpolation between samples (numpy's default)."""
-        s = sorted(self.samples)
-        pos = (len(s) - 1) * q / 100
-        lo = int(pos)
-        hi = min(lo + 1, len(s) - 1)
-        return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+        """q-th percentile (0..100), interpolated between samples (`metrics.percentile`'s "linear")."""
+        return percentile(self.samples, q)
 
     @property
     def p10(self) -> float:
@@ -117,11 +113,3 @@ def bench_interleaved(fns: "Mapping[K, Callable[[], object]]", rounds: int, warm
             samples[key] += bench(fn, warmup=settle, repeat=1, device=device).samples
     return {key: Timing(tuple(s)) for key, s in samples.items()}
 
-
-def progress(iterable, desc: str):
-    """A progress bar for a sweep, printed to stdout at its start and end only.
-
-    (Intermediate states would all be kept in a notebook's saved output and shown on
-    the website, one line each.)
-    """
-    return tqdm(iterable, desc=desc, file=sys.stdout, mininterval=float("inf"), ncols=80)

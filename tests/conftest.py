@@ -23,3 +23,30 @@ def tiny():
 def hf_smollm2():
     """transformers' own model loaded from the same GGUF file: the reference implementation."""
     return load_smollm2_transformers(device="cpu", dtype=torch.float32)
+
+
+def pytest_collection_modifyitems(config, items):
+    """With LLMPERF_NOTEBOOKS_RAN_IN_BOOK=1 (set by .ci/run, right after `make book`), a chapter whose page the
+    book build has just made is not executed a second time under nbval.
+
+    The build ran every cell of it with errors raised (`raise_on_error` in _config.yml): a failing chapter
+    fails `make book`, so nbval's run would add time and no check. A chapter with no built page, or one
+    newer than its page, still runs here. A reader's `make test` sets nothing and runs every chapter."""
+    import os
+    from pathlib import Path
+
+    if os.environ.get("LLMPERF_NOTEBOOKS_RAN_IN_BOOK") != "1":
+        return
+    root = Path(__file__).resolve().parents[1]
+    if (root / "_build" / "html" / "reports").exists():  # the build's record of a notebook that failed
+        return
+    kept, ran_in_book = [], []
+    for item in items:
+        path = Path(str(item.fspath))
+        page = root / "_build" / "html" / "notebooks" / f"{path.stem}.html"
+        built = (path.suffix == ".ipynb" and path.parent == root / "notebooks" and page.exists()
+                 and page.stat().st_mtime >= path.stat().st_mtime)
+        (ran_in_book if built else kept).append(item)
+    if ran_in_book:
+        config.hook.pytest_deselected(items=ran_in_book)
+        items[:] = kept

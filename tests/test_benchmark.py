@@ -122,7 +122,7 @@ def test_step_anatomy_writes_its_table(tmp_path):
                                 "--json", str(out)]) == 0
     result = json.loads(out.read_text())
     assert [r["variant"] for r in result["steps"]] == ["eager"]
-    assert {r["kind"] for r in result["kinds"]} >= {"projections", "LM head", "other"}
+    assert {r["kind"] for r in result["kinds"]} >= {"projections", "lm_head", "other"}
     assert result["op_overhead_us"] > 0
 
 

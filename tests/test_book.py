@@ -71,3 +71,12 @@ def test_mathjax_is_found_in_the_pinned_package():
     for part in offline.PARTS:
         assert (root / part).exists(), part
     assert 'VERSION="3.2.2"' in (root / "tex-mml-chtml.js").read_text(encoding="utf-8", errors="replace")
+
+
+def test_glue_all_glues_each_name(monkeypatch):
+    import llmperf.book
+
+    stored = {}
+    monkeypatch.setattr(llmperf.book, "_myst_glue", lambda name, value, display=False: stored.update({name: value}))
+    llmperf.book.glue_all({"a": 1, "b": "two"})
+    assert stored == {"a": 1, "b": "two"}

@@ -7,7 +7,7 @@ import torch
 
 from llmperf import PRESETS, cost
 from llmperf.generation import decode_step, new_cache, prefill
-from llmperf.profile import count_flops
+from llmperf.profiling import count_flops
 
 
 def counted_flops(model, tokens):
@@ -83,21 +83,22 @@ def test_bad_arguments():
 
 
 def test_pure_modules_import_no_torch():
-    """config, cost and metrics are pure Python: load them without the package, whose __init__ imports torch."""
-    import pathlib
+    """The cost model, the metrics and the load generator (a client) import without PyTorch: the package's
+    __init__ exports its names lazily, so importing a pure module loads no model code."""
     import subprocess
 
-    code = """
-import importlib.util, sys
-for name in ("config", "cost", "metrics"):
-    spec = importlib.util.spec_from_file_location(f"llmperf.{name}", f"llmperf/{name}.py")
-    module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-print("torch" in sys.modules)
-"""
-    root = pathlib.Path(cost.__file__).parent.parent
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root)
-    assert out.stdout.strip() == "False", out.stderr
+    code = ("import llmperf.config, llmperf.cost, llmperf.metrics, llmperf.bench, sys; "
+            "assert 'torch' not in sys.modules, sorted(m for m in sys.modules if m.startswith('llmperf'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+
+
+def test_the_package_still_exports_its_names():
+    import llmperf
+
+    assert llmperf.generate.__module__ == "llmperf.generation" and "build_model" in dir(llmperf)
+    with pytest.raises(AttributeError, match="no attribute 'nonesuch'"):
+        llmperf.nonesuch
 
 
 def test_decode_bytes_match_the_quoted_figures_for_llama_3_8b():

@@ -5,7 +5,7 @@ import torch
 
 from llmperf import build_model, generate
 from llmperf.fast import fuse
-from llmperf.profile import cuda_graph_step, forward_fn, op_counts
+from llmperf.profiling import cuda_graph_step, forward_fn, op_counts
 
 
 def test_op_counts_scale_with_layers(tiny):
@@ -63,7 +63,8 @@ def test_random_preset_generates_on_gpu():
 
 
 def test_op_times_splits_a_step_by_kind(tiny):
-    from llmperf.profile import OP_KINDS, op_times
+    from llmperf.cost import OP_KINDS
+    from llmperf.profiling import op_times
 
     prof = op_times(tiny, context=8, steps=2)
     assert list(prof.kinds) == list(OP_KINDS) and prof.clock == "cpu"
@@ -71,43 +72,43 @@ def test_op_times_splits_a_step_by_kind(tiny):
     k = prof.kinds
     # The same exact counts as the model's code: 7 products per layer, 1 head, 1 attention and 2 cache
     # writes (keys, values) per layer, 2 norms per layer plus the final one.
-    assert (k["projections"].ops, k["LM head"].ops, k["attention"].ops) == (7 * L, 1, L)
-    assert (k["KV write"].ops, k["norms"].ops) == (2 * L, 2 * L + 1)
+    assert (k["projections"].ops, k["lm_head"].ops, k["attention"].ops) == (7 * L, 1, L)
+    assert (k["kv_write"].ops, k["norms"].ops) == (2 * L, 2 * L + 1)
     assert prof.ops == sum(op_counts(tiny, context=8)["ops"].values())
     assert all(t.seconds > 0 for t in k.values()) and prof.kernels == 0
     assert prof.in_ops <= prof.step  # the ops run inside the step
 
 
 def test_op_kind_reads_the_weight_shape():
-    from llmperf.profile import op_kind
+    from llmperf.profiling import op_kind
 
-    assert op_kind("aten::linear", [[1, 1, 64], [1000, 64], []], vocab_size=1000) == "LM head"
+    assert op_kind("aten::linear", [[1, 1, 64], [1000, 64], []], vocab_size=1000) == "lm_head"
     assert op_kind("aten::linear", [[1, 1, 64], [64, 64], []], vocab_size=1000) == "projections"
     assert op_kind("aten::add", [[1, 1, 64], [1, 1, 64]], vocab_size=1000) == "other"
 
 
 def test_cost_by_kind_adds_up_to_the_step():
     from llmperf import cost
-    from llmperf.profile import cost_by_kind
+    from llmperf.cost import cost_by_kind
 
     for name in ("llama-3-8b", "smollm2-135m", "tiny"):
         by_kind = cost_by_kind(name, context=100)
         assert sum(op.bytes for op in by_kind.values()) == cost.decode_bytes(name, 100).total
         assert sum(op.flops for op in by_kind.values()) == cost.decode_flops(name, 100).total
         L = cost.get_config(name).n_layers
-        assert by_kind["projections"].count == 7 * L and by_kind["LM head"].count == 1
+        assert by_kind["projections"].count == 7 * L and by_kind["lm_head"].count == 1
         assert by_kind["other"].bytes == by_kind["other"].flops == by_kind["other"].intensity == 0
 
 
 def test_op_times_refuses_no_steps(tiny):
-    from llmperf.profile import op_times
+    from llmperf.profiling import op_times
 
     with pytest.raises(ValueError, match="steps >= 1"):
         op_times(tiny, steps=0)
 
 
 def test_compiled_step_needs_cuda(tiny):
-    from llmperf.profile import compiled_step
+    from llmperf.profiling import compiled_step
 
     with pytest.raises(RuntimeError, match="needs a CUDA device"):
         compiled_step(tiny)
@@ -115,7 +116,7 @@ def test_compiled_step_needs_cuda(tiny):
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="torch.compile's CUDA Graphs need an NVIDIA GPU; this machine has none")
 def test_compiled_step_matches_eager():
-    from llmperf.profile import compiled_step
+    from llmperf.profiling import compiled_step
 
     model = build_model("tiny", device="cuda")
     torch.manual_seed(0)
@@ -129,12 +130,12 @@ def test_compiled_step_matches_eager():
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="kernel counts need an NVIDIA GPU; this machine has none")
 def test_op_times_on_gpu_counts_kernels():
-    from llmperf.profile import op_times
+    from llmperf.profiling import op_times
 
     model = build_model("tiny", device="cuda")
     prof = op_times(model, context=8, steps=1)
     assert prof.clock == "gpu" and prof.kinds["projections"].kernels >= 7 * model.cfg.n_layers
-    assert prof.kinds["LM head"].kernels >= 1 and prof.kinds["attention"].kernels >= model.cfg.n_layers
+    assert prof.kinds["lm_head"].kernels >= 1 and prof.kinds["attention"].kernels >= model.cfg.n_layers
     # Kernels are attributed to the op that launched them; on an H200 the attributed total came to 84 against
     # 83 kernels counted directly (op_counts): within a launch or two of each other, not equal.
     assert abs(prof.kernels - sum(op_counts(model, context=8)["kernels"].values())) <= 2
@@ -143,20 +144,21 @@ def test_op_times_on_gpu_counts_kernels():
 
 def test_numpy_step_times_splits_a_fused_step_by_kind(tiny):
     from llmperf.fast import fuse
-    from llmperf.profile import OP_KINDS, numpy_step_times
+    from llmperf.cost import OP_KINDS
+    from llmperf.profiling import numpy_step_times
 
     account = numpy_step_times(fuse(tiny), context=5, steps=3)
     L = tiny.cfg.n_layers
     timed = {k: t.ops for k, t in account.kinds.items()}
     assert list(timed) == list(OP_KINDS)
-    assert timed == {"projections": 4 * L, "attention": L, "KV write": L, "norms": 2 * L + 1, "LM head": 1,
+    assert timed == {"projections": 4 * L, "attention": L, "kv_write": L, "norms": 2 * L + 1, "lm_head": 1,
                      "other": 4 * L + 1}  # four products a layer, one norm before each half and one at the end
     assert all(t.seconds > 0 for t in account.kinds.values())
     assert account.in_ops <= account.step
 
 
 def test_numpy_step_times_refuses_a_model_without_a_numpy_step(tiny):
-    from llmperf.profile import numpy_step_times
+    from llmperf.profiling import numpy_step_times
 
     with pytest.raises(ValueError, match="needs a fused float32 model on a CPU"):
         numpy_step_times(tiny)

@@ -63,7 +63,7 @@ def test_bench_interleaved_takes_turns():
 
 
 def test_forward_fn_runs_the_requested_shapes(tiny):
-    from llmperf.profile import bench_forward, forward_fn
+    from llmperf.profiling import bench_forward, forward_fn
 
     assert forward_fn(tiny, batch=2, context=5)().shape == (2, tiny.cfg.vocab_size)  # a decode step
     assert forward_fn(tiny, batch=2, new_tokens=3, context=5)().shape == (2, tiny.cfg.vocab_size)
@@ -74,8 +74,7 @@ def test_forward_fn_runs_the_requested_shapes(tiny):
 
 
 def test_fastest_thread_count_picks_the_faster_and_restores(tiny, monkeypatch):
-    from llmperf import experiments
-    from llmperf import profile
+    from llmperf.chapters import setup as experiments
     from llmperf.timing import Timing
 
     before = torch.get_num_threads()
@@ -88,10 +87,10 @@ def test_fastest_thread_count_picks_the_faster_and_restores(tiny, monkeypatch):
             seen.append(torch.get_num_threads())
             return Timing((0.05 if torch.get_num_threads() == 1 else 0.04,))
 
-        monkeypatch.setattr(profile, "bench_forward", fake_bench_forward)
+        monkeypatch.setattr(experiments, "bench_forward", fake_bench_forward)
         assert experiments.fastest_thread_count(tiny) == 2 and seen == [2, 1]
         assert torch.get_num_threads() == 1  # restored to what it was
-        monkeypatch.setattr(profile, "bench_forward", lambda model, context, warmup, repeat: Timing(
+        monkeypatch.setattr(experiments, "bench_forward", lambda model, context, warmup, repeat: Timing(
             (0.15 if torch.get_num_threads() == 2 else 0.06,)))  # a busy core: one thread wins
         assert experiments.fastest_thread_count(tiny) == 1
     finally:

@@ -28,7 +28,7 @@ from pathlib import Path
 import httpx
 
 from llmperf import bench
-from llmperf.experiments import setup
+from llmperf.chapters.setup import setup
 from llmperf.metrics import RequestRecord
 from llmperf.serve import background, create_app
 

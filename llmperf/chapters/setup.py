@@ -15,11 +15,11 @@ from typing import NamedTuple
 
 import torch
 
-from . import profile
-from .device import describe, free_memory_bytes, pick_device
-from .model import Transformer
-from .tokenizer import Tokenizer
-from .weights import load_smollm2
+from ..device import describe, free_memory_bytes, pick_device
+from ..model import Transformer
+from ..profiling import bench_forward
+from ..tokenizer import Tokenizer
+from ..weights import load_smollm2
 
 DEFAULT_THREADS = torch.get_num_threads()  # PyTorch's own choice, read before any chapter changes it
 
@@ -70,8 +70,8 @@ def sizes_for_type(device_type: str, free_memory: float | None = None) -> Sizes:
     The unit tests use this to check the GPU sizes, and the sentences written from them, on a CPU.
     """
     if device_type == "cuda":
-        # Llama-3-8B in bf16 needs ~16 GB; its prefill keeps a GPU's arithmetic busy. SmolLM2's cannot: on an
-        # H200 its TTFT stayed at 17-20 ms from 1,024 to 8,192 tokens, the fixed cost of its ~1,600 ops.
+        # Llama-3-8B in bf16 needs ~16 GB; its prefill keeps a GPU's arithmetic busy. SmolLM2's cannot: its
+        # TTFT on a large GPU is the fixed cost of its ~1,600 ops, flat across these lengths.
         big = "llama-3-8b" if free_memory is not None and free_memory > 40e9 else "smollm2-1.7b"
         return Sizes("cuda", repeat=5, chain_prompt=128, chain_new_tokens=(32, 64, 128, 192, 256), chain_batch=8,
                      chain_multi_token=4, prefill_lengths=(1024, 2048, 3072, 4096, 6144, 8192), prefill_model=big,
@@ -154,7 +154,7 @@ def fastest_thread_count(model, repeat: int = 3) -> int:
     try:
         for threads in sorted({DEFAULT_THREADS, 1}, reverse=True):  # not `before`: a rerun may have set 1
             torch.set_num_threads(threads)
-            times[threads] = profile.bench_forward(model, context=32, warmup=1, repeat=repeat).min
+            times[threads] = bench_forward(model, context=32, warmup=1, repeat=repeat).min
     finally:
         torch.set_num_threads(before)
     return min(times, key=times.get)
