@@ -30,7 +30,9 @@ last token received:
   definition);
 - percentiles with the method named: "linear" interpolates between the two
   nearest values (NumPy's default, vLLM's benchmark), "nearest_rank" takes the
-  smallest value with at least q % of the values at or below it (MLPerf);
+  smallest value with at least q % of the values at or below it (MLPerf); how
+  far a percentile would move in a repeated run, by resampling the run
+  (`bootstrap_percentiles`);
 - TTFT, TPOT and E2E statistics are per request (each request counts once); ITL
   statistics pool every gap of every request (each token counts once), so a
   long answer weighs more in ITL than in TPOT;
@@ -146,6 +148,25 @@ def percentile(values: Sequence[float], q: float, method: str = "linear") -> flo
     if len(values) == 0:
         raise ValueError("No values to take a percentile of.")
     return float(np.percentile(np.asarray(values, dtype=float), q, method=PERCENTILE_METHODS[method]))
+
+
+def bootstrap_percentiles(values: Sequence[float], qs: Sequence[float] = (50, 99), resamples: int = 2000,
+                          coverage: float = 90, seed: int = 0) -> dict[float, tuple[float, float]]:
+    """How far each q-th percentile (interpolated) of `values` would move if the run were repeated: draw
+    `resamples` reruns of it by resampling its values with replacement (seeded), take the percentile of each,
+    and return, per q, the (low, high) range holding the middle `coverage` % of them."""
+    if len(values) == 0:
+        raise ValueError("No values to resample.")
+    if not 0 < coverage < 100:
+        raise ValueError(f"coverage is a share of the reruns between 0 and 100 %, got {coverage}.")
+    rng = np.random.default_rng(seed)
+    reruns = rng.choice(np.asarray(values, dtype=float), size=(resamples, len(values)))  # one rerun per row
+    tail = (100 - coverage) / 2
+    ranges = {}
+    for q in qs:
+        low, high = np.percentile(np.percentile(reruns, q, axis=1), [tail, 100 - tail])
+        ranges[q] = (float(low), float(high))
+    return ranges
 
 
 @dataclass(frozen=True)

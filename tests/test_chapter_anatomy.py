@@ -1,11 +1,23 @@
 """Chapter 5 (one decode step): every branch of the sentences chosen from its numbers, and the GPU wording fed the cost
-model's H100 predictions (no GPU needed: a GPU's measurements sit near them, above the roofline).
+model's H100 predictions (no GPU needed: a GPU's measurements sit near them, above the roofline); then every
+experiment on the tiny preset (its records' counts, structure and JSON), and every record's check() both ways on
+hand-built numbers.
 """
 
-import pytest
+import dataclasses
+import json
 
-from llmperf import hardware
+import matplotlib
+import pytest
+import torch
+
+from llmperf import build_model, hardware
 from llmperf.chapters import anatomy
+from llmperf.chapters.setup import Setup, sizes_for_type
+from llmperf.cost import OP_KINDS
+from llmperf.fast import fuse
+from llmperf.plots import anatomy as figures
+from llmperf.profiling import OpTime
 
 H100 = hardware.ACCELERATORS["H100 SXM"]
 
@@ -48,17 +60,25 @@ def test_fused_ops_wording():
     assert "hands the whole step to NumPy" in in_numpy and "only the 9 PyTorch ops" in in_numpy
 
 
+def account(step, bandwidth_time, weights, weights_bandwidth_time, small, small_lines, between):
+    return anatomy.numpy_step_account(step=step, bandwidth_time=bandwidth_time, weights=weights,
+                                      weights_bandwidth_time=weights_bandwidth_time, small=small,
+                                      small_lines=small_lines, between=between)
+
+
 def test_numpy_step_account_wording():
-    text = anatomy.numpy_step_account(0.024, 0.020, 0.0205, 0.0195, 0.0033, 900, 0.0002)
+    text = account(0.024, 0.020, 0.0205, 0.0195, 0.0033, 900, 0.0002)
     assert "The step took 24.0 ms against 20.0 ms for its bytes" in text
     assert "95 % of the probed bandwidth: about as fast as" in text and "900 timed stretches of a few NumPy calls each, 3.7 µs a stretch" in text
     assert "the 4.0 ms between the step and its bytes ÷ bandwidth is 1.0 ms of products streaming" in text
     assert "and 3.0 ms of small ops and Python" in text  # the two add up to the gap
-    assert "most of it, not all" in anatomy.numpy_step_account(0.024, 0.020, 0.025, 0.0195, 0.003, 900, 0)
-    assert "only 50 %" in anatomy.numpy_step_account(0.04, 0.020, 0.039, 0.0195, 0.001, 900, 0)
-    assert "probe underestimated" in anatomy.numpy_step_account(0.019, 0.020, 0.016, 0.0195, 0.003, 900, 0)
-    cached = anatomy.numpy_step_account(0.022, 0.020, 0.018, 0.0195, 0.004, 900, 0)
+    assert "most of it, not all" in account(0.024, 0.020, 0.025, 0.0195, 0.003, 900, 0)
+    assert "only 50 %" in account(0.04, 0.020, 0.039, 0.0195, 0.001, 900, 0)
+    assert "probe underestimated" in account(0.019, 0.020, 0.016, 0.0195, 0.003, 900, 0)
+    cached = account(0.022, 0.020, 0.018, 0.0195, 0.004, 900, 0)
     assert "came from the processor's caches" in cached and "are the whole of the 2.0 ms" in cached
+    with pytest.raises(TypeError):
+        anatomy.numpy_step_account(0.024, 0.020, 0.0205, 0.0195, 0.0033, 900, 0.0002)  # named, not positional
 
 
 def test_half_precision_wording():
@@ -78,3 +98,193 @@ def test_half_precision_wording():
     fast = {**rates, ("bfloat16", "torch.mv"): 40e9, ("float16", "torch.mv"): 39e9}
     assert "bound by memory, as the roofline says" in anatomy.half_precision({}, fast)
     assert "half the bytes cost time" in anatomy.half_precision({}, {**rates, ("float16", "F.linear"): 5e9})
+
+
+# The experiments, on the tiny preset at a tiny context (structure and counts; timings only through hand-built
+# records, since the tiny model's times are noise).
+
+MACHINE = hardware.Accelerator("hand-made", 1e12, 20e9, 1e9, "a test's")  # ridge 50: no probe in unit tests
+
+
+@pytest.fixture(scope="module")
+def runs(tiny):
+    """Every experiment of the chapter, once, on the tiny preset after 8 cached tokens."""
+    sizes = dataclasses.replace(sizes_for_type("cpu"), decode_context=8, repeat=1)
+    s = Setup(torch.device("cpu"), torch.float32, sizes, tiny, None)
+    fused = fuse(tiny)
+    r = {"s": s, "prediction": anatomy.predict(s, MACHINE)}
+    r["profile"] = anatomy.profile_step(s, r["prediction"], steps=1)
+    r["account"] = anatomy.time_numpy_step(s, fused, r["prediction"])
+    r["counts"] = anatomy.count_ops(s, r["profile"], r["prediction"])
+    r["fixed"] = anatomy.measure_fixed_cost(s, fused, r["profile"])
+    r["replay"] = anatomy.replay_step(s, r["fixed"])
+    r["sampling"] = anatomy.time_sampling(s, r["fixed"], repeat=2)
+    r["half"] = anatomy.measure_half_precision(s, nbytes=1 << 20, repeat=1)
+    r["vocab"] = anatomy.vocab_costs()
+    return r
+
+
+RECORDS = ("prediction", "profile", "account", "counts", "fixed", "replay", "sampling", "half", "vocab")
+
+
+@pytest.mark.parametrize("name", RECORDS)
+def test_every_record_is_json_with_numbers_and_a_table(runs, name):
+    record = runs[name]
+    json.dumps(dataclasses.asdict(record))
+    numbers = record.numbers()
+    assert numbers and all(isinstance(k, str) for k in numbers)
+    assert all(isinstance(v, (int, float, str)) and not isinstance(v, bool) for v in numbers.values()), numbers
+    assert "<table" in record.table().to_html()
+
+
+def test_prediction_on_the_tiny_preset(runs):
+    p = runs["prediction"]
+    assert (p.device, p.dtype, p.context, p.bandwidth, p.ridge) == ("cpu", "float32", 8, 20e9, 50)
+    assert list(p.smol.kinds) == list(OP_KINDS) and p.smol.context == 9 and p.smol.bytes_per_param == 4
+    assert p.llama.kinds["other"].bytes == 0 and p.numbers()["emb_row_bytes"] == 4096 * 2
+    assert p.table().data["kind"].tolist() == ["projections", "attention", "KV write", "norms", "LM head", "other",
+                                              "whole step"]
+    p.check()
+    assert "SmolLM2, float32, step after 8 tokens" in p.smol_summary()
+
+
+def test_prediction_check_fails_on_each_assertion(runs):
+    p = runs["prediction"]
+    for broken in (dataclasses.replace(p, smol_decode_bytes=p.smol_decode_bytes + 1),
+                   dataclasses.replace(p, llama_decode_bytes=p.llama_decode_bytes - 1),
+                   dataclasses.replace(p, llama=anatomy.step_bytes("mistral-7b", 1), llama_decode_bytes=p.llama.total),
+                   dataclasses.replace(p, h100_ridge=10.0),
+                   dataclasses.replace(p, ridge=0.1)):
+        with pytest.raises(AssertionError):
+            broken.check()
+
+
+def test_profile_counts_the_products(runs):
+    prof = runs["profile"]
+    assert list(prof.kinds) == list(OP_KINDS) and prof.n_layers == 2 and prof.device == "cpu"
+    assert prof.kinds["projections"].ops == 14 and prof.kinds["lm_head"].ops == 1 and prof.kernels == 0
+    assert prof.unprofiled > 0 and prof.step >= prof.in_ops > 0
+    numbers = prof.numbers()
+    assert numbers["outside_label"] == "between ops" and numbers["clock_word"] == "calls"
+    assert numbers["table_note"].startswith("The kernels column is empty")
+    assert prof.table().data["kind"].tolist()[-3:] == ["between ops", "whole step", "unprofiled"]
+    prof.check()
+    kinds = dict(prof.kinds, attention=OpTime("attention", 3, 0, 1e-3))
+    for broken in (dataclasses.replace(prof, n_layers=3), dataclasses.replace(prof, kinds=kinds)):
+        with pytest.raises(AssertionError):
+            broken.check()
+
+
+def test_op_counts_extrapolate_by_layer(runs):
+    c = runs["counts"]
+    assert set(c.by_depth) == {"1", "2"} and c.by_depth["1"]["linears"] == 8 and c.by_depth["2"]["linears"] == 15
+    assert c.at_depth(2) == c.profiled_ops == runs["profile"].ops
+    assert c.at_depth(32) == c.fixed() + 32 * c.per_layer() == c.numbers()["ops_l8"]
+    assert "kernels" not in c.table().data.columns  # a processor launches none
+    c.check()
+    linears = {"1": dict(c.by_depth["1"], linears=7), "2": c.by_depth["2"]}
+    for broken in (dataclasses.replace(c, by_depth=linears), dataclasses.replace(c, profiled_ops=c.profiled_ops + 1)):
+        with pytest.raises(AssertionError):
+            broken.check()
+    gpu = dataclasses.replace(c, device="cuda", by_depth={"1": {"ops": 66, "kernels": 30, "linears": 8},
+                                                          "2": {"ops": 120, "kernels": 50, "linears": 15}})
+    assert "launch 20 kernels per layer and 10 outside the layers, 650 for Llama-3-8B" in gpu.numbers()["kernels_text"]
+
+
+def hand_account(**change):
+    """A fused NumPy step of a 2-layer model: 1 ms of products, 0.4 ms of small ops, 0.1 ms of Python."""
+    kinds = {"projections": OpTime("projections", 8, 0, 0.8e-3), "attention": OpTime("attention", 2, 0, 0.1e-3),
+             "kv_write": OpTime("kv_write", 2, 0, 0.05e-3), "norms": OpTime("norms", 5, 0, 0.1e-3),
+             "lm_head": OpTime("lm_head", 1, 0, 0.2e-3), "other": OpTime("other", 6, 0, 0.15e-3)}
+    nbytes = dict.fromkeys(OP_KINDS, 0) | {"projections": 16_000_000, "lm_head": 4_000_000}
+    return dataclasses.replace(anatomy.NumpyAccount("cpu", kinds, 1.5e-3, nbytes, 20e9, "cpu", n_layers=2), **change)
+
+
+def test_numpy_account_on_the_tiny_preset(runs):
+    a = runs["account"]
+    assert a.skipped is None and {k: t.ops for k, t in a.kinds.items()} == {
+        "projections": 8, "attention": 2, "kv_write": 2, "norms": 5, "lm_head": 1, "other": a.kinds["other"].ops}
+    assert a.table().data["kind"].tolist()[-2:] == ["Python", "whole step"]
+
+
+def test_numpy_account_check_both_ways():
+    good = hand_account()
+    good.check()
+    assert "The step took 1.5 ms against 1.0 ms for its bytes" in good.numbers()["account_text"]
+    kinds = good.kinds
+    for broken in (dict(kinds, projections=OpTime("projections", 7, 0, 0.8e-3)),
+                   dict(kinds, lm_head=OpTime("lm_head", 2, 0, 0.2e-3)),
+                   dict(kinds, attention=OpTime("attention", 3, 0, 0.1e-3)),
+                   dict(kinds, norms=OpTime("norms", 4, 0, 0.1e-3))):
+        with pytest.raises(AssertionError):
+            hand_account(kinds=broken).check()
+    with pytest.raises(AssertionError, match="0.001"):
+        hand_account(step=2.5e-3).check()  # the products under half of the step
+
+
+def test_numpy_account_skipped_off_a_float32_cpu(runs):
+    half_model = build_model("tiny", device="cpu", dtype=torch.bfloat16, seed=0)
+    s = runs["s"]._replace(dtype=torch.bfloat16, model=half_model)
+    a = anatomy.time_numpy_step(s, fuse(half_model), runs["prediction"])
+    assert a.kinds == {} and "This run is bfloat16 on cpu" in a.skipped
+    assert a.numbers() == {"account_text": a.skipped} and "not measured" in a.table().to_html()
+    a.check()  # nothing to check
+    assert figures.by_kind(a) is None
+    json.dumps(dataclasses.asdict(a))
+
+
+def test_fixed_cost_on_the_tiny_preset_and_by_hand(runs):
+    f = runs["fixed"]
+    assert f.fused_in_numpy and f.plain_ops == runs["profile"].ops and 0 < f.fused_ops < f.plain_ops
+    assert f.op > 0 and f.bandwidth_time == runs["profile"].bandwidth_time
+    hand = anatomy.FixedCost("cpu", 3e-6, 40e-3, 25e-3, 1632, 9, 20e-3, True)
+    hand.check()
+    numbers = hand.numbers()
+    assert numbers["t_op_us"] == pytest.approx(3) and "hands the whole step to NumPy" in numbers["fused_ops_text"]
+    assert "2.0 times its bytes" in numbers["plain_multiple_text"] and numbers["fused_multiple"] == 1.25
+    assert hand.table().data["ops × fixed cost (ms)"].tolist() == pytest.approx([4.896, 0.027])
+    with pytest.raises(AssertionError):
+        dataclasses.replace(hand, plain=17e-3).check()  # faster than its bytes, beyond the probe's 10 %
+
+
+def test_replay_skipped_on_a_cpu_and_checked_on_a_gpu(runs):
+    r = runs["replay"]
+    assert r.skipped.endswith("need a CUDA device; this is cpu") and r.graph is None
+    assert r.eager == runs["fixed"].plain
+    assert "no CUDA device (cpu)" in r.numbers()["graph_text"]
+    r.check()
+    gpu = anatomy.Replay("cuda", 38.7e-3, 6.7e-5, 3.4e-3, 2.34e-3, 20.0, 0.05, 0.1)
+    gpu.check()
+    assert "11.4 times faster than eager" in gpu.numbers()["graph_text"]
+    assert gpu.table().data["step"].tolist() == ["eager", "CUDA Graph", "torch.compile"]
+    for broken in (dataclasses.replace(gpu, graph_gap=0.5), dataclasses.replace(gpu, graph=40e-3)):
+        with pytest.raises(AssertionError):
+            broken.check()
+    assert anatomy.closing_line(gpu, hand_account()) == "All checks passed."
+    line = anatomy.closing_line(r, hand_account(skipped="no NumPy step"))
+    assert line.startswith("All checks passed. (check 7 not run: CUDA Graphs") and "check 8 not run: no NumPy" in line
+
+
+def test_sampling_half_precision_and_vocabulary(runs):
+    sm = runs["sampling"]
+    assert sm.vocab == 256 and sm.greedy > 0 and sm.topk > 0 and sm.plain == runs["fixed"].plain
+    half = runs["half"]
+    assert set(half.rates) == {"float32", "bfloat16", "float16"} and half.nbytes == 1 << 20
+    assert "the same 1 MB of weights" in half.numbers()["half_text"]
+    assert half.table().caption.startswith("half-precision features reported:")
+    gpu = anatomy.measure_half_precision(runs["s"]._replace(device=torch.device("cuda"), dtype=torch.bfloat16))
+    assert gpu.rates == {} and "This run is on cuda" in gpu.numbers()["half_text"]
+    v = runs["vocab"]
+    assert list(v.heads) == ["llama-3-8b", "mistral-7b", "smollm2-135m"]
+    assert v.numbers()["mistral_vocab"] == 32000 and round(100 * v.heads["llama-3-8b"].share, 1) == 7.0
+    ex = anatomy.exercise_numbers(runs["s"].model.cfg, runs["counts"])  # 120 ops at 5 µs
+    assert ex["ex_vocab"] == 2 * 128256 and ex["ex_batch"] == 64 and ex["ex_batch_intensity"] == 64.0
+    assert ex["ex_smol_launch_ms"] == pytest.approx(0.6)
+
+
+def test_figures_draw_the_records(runs):
+    matplotlib.use("Agg")
+    for fig in (figures.by_kind(runs["profile"]), figures.by_kind(runs["account"]),
+                figures.fixed_costs(runs["fixed"]), figures.vocab(runs["vocab"])):
+        assert isinstance(fig, matplotlib.figure.Figure) and fig.axes[0].get_xlabel()
+        matplotlib.pyplot.close(fig)

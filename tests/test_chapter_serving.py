@@ -1,10 +1,21 @@
-"""Chapter 6 (serving metrics): every branch of the sentences chosen from its numbers, and the GPU wording fed the cost
-model's H100 predictions (no GPU needed: a GPU's measurements sit near them, above the roofline).
+"""Chapter 6 (serving metrics): every branch of the sentences chosen from its numbers; the experiments, each
+run on the tiny preset (SmolLM2's vocabulary) served on a free loopback port; the records' checks both ways on
+hand-built records; the sums on Llama-3-8B and the H100.
 """
 
+import dataclasses
+import json
 
-from llmperf import hardware
+import numpy as np
+import pytest
+import torch
+
+from llmperf import bench, build_model, hardware, metrics
 from llmperf.chapters import serving
+from llmperf.chapters.setup import Setup, sizes_for_type
+from llmperf.config import get_config
+from llmperf.metrics import RequestRecord
+from llmperf.plots import serving as figures
 
 H100 = hardware.ACCELERATORS["H100 SXM"]
 
@@ -30,3 +41,214 @@ def test_serving_wording():
     assert "sent 1 request and" in serving.omission(1, 1, 1.2, 1.0, 1.05, 0.5)
     assert "times as wide" in serving.percentile_spread((0.3, 0.5), (1.0, 2.0))
     assert "about as steady" in serving.percentile_spread((0.3, 0.5), (1.0, 1.2))
+
+
+# --- the experiments, on the tiny preset with SmolLM2's vocabulary, served on a free port (port 0) ---------
+
+@pytest.fixture(scope="module")
+def small(smollm2):
+    """The chapter's setup at tiny sizes: a random-weight tiny model whose ids SmolLM2's tokenizer decodes."""
+    _, tokenizer = smollm2
+    model = build_model(get_config("tiny").with_(vocab_size=tokenizer.vocab_size, max_seq_len=512), "cpu", seed=0)
+    sizes = dataclasses.replace(sizes_for_type("cpu"), serve_batch=2, serve_requests=4, serve_batches=(1, 2),
+                                serve_prompt=4, serve_new_tokens=4, serve_long_prompt=32)
+    return Setup(torch.device("cpu"), torch.float32, sizes, model, tokenizer)
+
+
+@pytest.fixture(scope="module")
+def run(small):
+    return serving.closed_run(small)
+
+
+@pytest.fixture(scope="module")
+def sweep(small):
+    return serving.batch_sweep(small)
+
+
+@pytest.fixture(scope="module")
+def loops(small):
+    return serving.stall_loops(small)
+
+
+def json_ok(record):
+    json.dumps(dataclasses.asdict(record))
+
+
+def test_closed_run(run):
+    assert run.asked == serving.request_lengths(4, 4) and all(2 <= n <= 4 for n in run.asked)
+    assert len(run.requests) == 4 and all(r.ok and r.input_tokens == 4 for r in run.requests)
+    assert [r.output_tokens for r in run.requests] == run.asked
+    assert run.polled and max(v for _, v in run.polled) <= 2
+    assert (run.device, run.concurrency, run.prompt_tokens, run.max_tokens) == ("cpu", 2, 4, 4)
+    json_ok(run)
+    # The identities hold whatever the timings (Little's Law is left to the hand-built records: noise).
+    assert run.residual < 1e-9 and run.one_token_chunks
+    assert abs(run.summary.itl.mean - run.weighted_tpot) < 1e-9
+    numbers = run.numbers()
+    assert {"device", "C", "N", "P", "T", "run_tok_s", "itl_text", "L_polled", "littles_pct"} <= set(numbers)
+    assert numbers["N"] == 4 and isinstance(numbers["itl_text"], str)
+    assert len(run.table().data) == 4 and len(run.gap_table().data) == 3 and len(run.littles_table().data) == 2
+    assert len(run.identity_table().data) == 4
+
+
+def test_batch_sweep(sweep):
+    assert sweep.batches == [1, 2] and [len(p.requests) for p in sweep.points] == [4, 4]
+    assert all(r.ok and r.output_tokens == 4 for p in sweep.points for r in p.requests)
+    json_ok(sweep)
+    numbers = sweep.numbers()
+    assert numbers["b_max"] == 2 and numbers["slo_ttft_x"] == 5 and numbers["slo_tpot_x"] == 2
+    assert all(isinstance(numbers[k], str) for k in ("server_limits", "interactive_limits", "goodput_text",
+                                                     "warmup_text"))
+    assert all(0 <= g <= x + 1e-12 for g, x in zip(sweep.goodput, sweep.req_s))
+    assert len(sweep.table().data) == 2 and len(sweep.goodput_table().data) == 2
+    assert len(figures.exchange_rate(sweep).axes) == 2 and len(figures.goodput(sweep).axes) == 1
+
+
+def test_stall_loops(loops):
+    assert loops.closed.load == {"concurrency": 2} and set(loops.open.load) == {"rate", "seed"}
+    assert loops.open.load["rate"] == loops.closed.summary.request_throughput
+    for x in loops.loops:
+        assert len(x.requests) == 4 and x.long_index == 1 and all(r.ok for r in x.requests)
+        long = x.requests[1]
+        assert long.input_tokens == 32 and long.output_tokens == 1
+        assert x.polled and 0 <= x.sent_in_stall <= 3
+    assert max(v for _, v in loops.closed.polled) <= 2
+    json_ok(loops)
+    numbers = loops.numbers()
+    assert numbers["long"] == 32 and numbers["n_ttft"] == 4
+    assert numbers["p99_nearest"] == numbers["ttft_max_ms"]  # under 100 values, nearest rank is the largest
+    assert len(loops.table().data) == 2 and len(loops.percentile_table().data) == 2
+    assert len(figures.loops_over_time(loops).axes) == 2
+
+
+def test_answer_table(small):
+    from openai import OpenAI
+
+    from llmperf.serve import background, create_app
+
+    with background(create_app(small.model, small.tokenizer, max_batch=2, capacity=64)) as server:
+        answer = OpenAI(base_url=server.url, api_key="unused").chat.completions.create(
+            model=serving.NAME, messages=[{"role": "user", "content": "Hi"}], max_tokens=3, temperature=0)
+    table = serving.answer_table(answer).data
+    assert list(table.columns) == ["answer", "prompt tokens", "completion tokens"]
+    assert table["completion tokens"][0] == answer.usage.completion_tokens <= 3
+
+
+# --- the checks, both ways, on hand-built records ------------------------------------------------------------
+
+def request(sent, ttft=0.1, gap=0.01, n=11, error=None):
+    """A request sent at `sent` whose n tokens arrive `ttft` after it, then every `gap` seconds."""
+    if error:
+        return RequestRecord(sent, error=error)
+    return RequestRecord(sent, [sent + ttft + gap * i for i in range(n)], input_tokens=4, output_tokens=n)
+
+
+def polled(requests, scale=1, step=0.005):
+    """The exact count of requests in flight, sampled every `step` seconds, times `scale`."""
+    ok = [r for r in requests if r.ok]
+    start, end = min(r.sent for r in ok), max(r.token_times[-1] for r in ok)
+    ts = [start + step * i for i in range(int((end - start) / step) + 1)]
+    return [(t, scale * sum(r.sent <= t < r.token_times[-1] for r in ok)) for t in ts]
+
+
+def hand_run(requests=None, asked=None, scale=1):
+    requests = requests or [request(i * 1.0) for i in range(4)]
+    return serving.Run("cpu", 1, 4, 11, asked or [11] * 4, requests, polled(requests, scale))
+
+
+def test_run_check():
+    hand_run().check()
+    with pytest.raises(AssertionError, match="failed"):
+        hand_run([request(0.0), request(1.0, error="HTTP 500: boom"), request(2.0), request(3.0)]).check()
+    with pytest.raises(AssertionError, match="differ from those asked"):
+        hand_run(asked=[11, 11, 11, 10]).check()
+    with pytest.raises(AssertionError, match="Little's Law"):
+        hand_run(scale=2).check()
+    # E2E = TTFT + TPOT·(n − 1) and mean ITL = the weighted TPOTs are identities of any valid timestamps:
+    # no record breaks them, and these hand-built ones pass them.
+    r = hand_run()
+    assert r.residual < 1e-12 and r.one_token_chunks and abs(r.weighted_tpot - 0.01) < 1e-12
+    assert r.numbers()["overshoot_ms"] == pytest.approx(10.0)
+
+
+def hand_sweep(e2e_at_4: float):
+    """Batch 1: four requests one after another, 1.1 s each; batch 4: four at once, each taking `e2e_at_4`."""
+    one = serving.BatchPoint(1, [request(i * 1.1, gap=0.1) for i in range(4)])
+    four = serving.BatchPoint(4, [request(0.0, gap=(e2e_at_4 - 0.1) / 10) for _ in range(4)])
+    return serving.BatchSweep("cpu", 4, 11, [one, four])
+
+
+def test_sweep_check():
+    hand_sweep(1.2).check()  # 3.7 times the tokens/s; each user at 9.1 tokens/s against 10
+    with pytest.raises(AssertionError, match="not 3 times"):
+        hand_sweep(2.0).check()  # 2.2 times
+    with pytest.raises(AssertionError, match="faster than"):
+        hand_sweep(0.6).check()  # each user at 20 tokens/s
+    s = hand_sweep(1.2)
+    assert s.objectives == pytest.approx({"ttft": 0.5, "tpot": 0.2})
+    assert s.goodput == pytest.approx(s.req_s)  # every request meets both
+    assert s.warm_up == pytest.approx((0.1, 0.1))
+
+
+def hand_loops(scale=1, spike=False, fail=False):
+    reqs = [request(i * 0.5, n=5) for i in range(6)]  # 0.14 s each, one at a time
+    if fail:
+        reqs.append(request(2.9, error="ReadTimeout"))
+    samples = polled(reqs, scale)
+    if spike:  # one poll of 3 in flight, for 5 ms: L moves by well under 10 %
+        samples[10] = (samples[10][0], 3)
+    closed = serving.Loop("closed", {"concurrency": 2}, reqs, samples, 1)
+    opened = serving.Loop("open", {"rate": 2.0, "seed": 0}, reqs, polled(reqs), 1)
+    return serving.Loops(2, 32, closed, opened)
+
+
+def test_loops_check():
+    hand_loops().check()
+    with pytest.raises(AssertionError, match="closed loop: L"):
+        hand_loops(scale=2).check()
+    with pytest.raises(AssertionError, match="had 3 in flight"):
+        hand_loops(spike=True).check()
+    with pytest.raises(AssertionError, match="ReadTimeout"):
+        hand_loops(fail=True).check()
+    x = hand_loops()
+    assert x.closed.stall == pytest.approx((0.5, 0.6)) and x.stall_s == pytest.approx(0.1)
+    assert x.closed.sent_in_stall == 0 and x.closed.worst_other_ttft == pytest.approx(0.1)
+    json_ok(x)
+
+
+def test_claim_and_kv_capacity():
+    kv = serving.kv_capacity()
+    assert kv.in_flight == 200 and kv.per_token == 128 * 1024  # Llama-3-8B: 2 × 32 layers × 1024 × 2 bytes
+    assert kv.tokens_each == pytest.approx(kv.kv_free / 200 / kv.per_token)
+    json_ok(kv)
+    claim = serving.claim_check(kv)
+    claim.check()
+    assert claim.ctx == 1152 and claim.newcomers == 1 and claim.numbers()["input_user"] == pytest.approx(11.71875)
+    assert 1 / claim.with_prefill < 1 / claim.step < claim.per_user_claimed * 2
+    json_ok(claim)
+    with pytest.raises(AssertionError, match="is not 58.6"):
+        dataclasses.replace(claim, claimed=14_000).check()
+    with pytest.raises(AssertionError, match="is not 3,072"):
+        dataclasses.replace(claim, batch=255, claimed=58.6 * 255).check()
+    assert len(kv.table().data) == 6 and len(claim.table().data) == 4
+    ex = serving.exercise_numbers(kv)
+    assert (ex["ex_in_flight"], ex["ex_ctx_tokens"], ex["ex_rank99"], ex["ex_rank90"], ex["ex_n_tail"]) == (
+        500, 2500, 40, 36, 100)
+    assert ex["ex_tpot_mean"] == pytest.approx(35.0) and ex["ex_itl_mean"] == pytest.approx((20 + 100 * 50) / 101)
+    assert ex["ex_gpus"] == 3
+
+
+def test_bootstrap_and_seeds():
+    values = [0.1 * i for i in range(1, 41)]
+    spread = metrics.bootstrap_percentiles(values, (50, 99), 2000, 90, seed=0)
+    reruns = np.random.default_rng(0).choice(values, size=(2000, 40))  # the notebook's old way
+    for q in (50, 99):
+        expected = np.percentile(np.percentile(reruns, q, axis=1), [5, 95])
+        assert spread[q] == pytest.approx(tuple(expected)) and spread[q][0] <= spread[q][1]
+    assert spread == metrics.bootstrap_percentiles(values, (50, 99), 2000, 90, seed=0)
+    with pytest.raises(ValueError):
+        metrics.bootstrap_percentiles([], (50,))
+    seed = serving.matching_seed(3.0, 20)
+    miss = [abs(sum(bench.arrival_gaps(3.0, 20, seed=s)) * 3.0 / 20 - 1) for s in range(20)]
+    assert miss[seed] == min(miss)
+    assert serving.request_lengths(5, 7) == serving.request_lengths(5, 7)

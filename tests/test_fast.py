@@ -20,7 +20,7 @@ from tests.test_model import cached_logits
     (64, 64, 2, 64),        # 7,200 rows would be 112 times the bytes: not worth it
 ])
 def test_threaded_gemv_rows(rows, cols, threads, want, monkeypatch):
-    import llmperf.fast as fast
+    from llmperf.fast import blas as fast
 
     monkeypatch.setattr(fast, "numpy_uses_openblas", lambda: True)
     assert fast.threaded_gemv_rows(rows, cols, threads) == want
@@ -122,10 +122,11 @@ def test_smollm2_wo_is_padded_for_two_threads(smollm2, threads, monkeypatch):
     """SmolLM2's wo (576 × 576) is below OpenBLAS's line for two threads: with two, it gets zero rows, and
     PyTorch reads the same weights through a view."""
     import llmperf.fast as fast_module
+    from llmperf.fast import blas
 
     model, _ = smollm2
-    monkeypatch.setattr(fast_module, "numpy_uses_openblas", lambda: True)
-    monkeypatch.setattr(fast_module, "openblas_threads", lambda: threads)
+    monkeypatch.setattr(blas, "numpy_uses_openblas", lambda: True)
+    monkeypatch.setattr(blas, "openblas_threads", lambda: threads)
     attn = fast_module.FusedAttention(model.layers[0].attention, for_numpy=True)
     wo = model.layers[0].attention.wo.weight
     if threads == 1:

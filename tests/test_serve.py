@@ -376,7 +376,7 @@ def test_text_held_back_for_an_unfinished_character_is_sent_at_the_end(smollm2):
     """A token can be part of a character; its text waits for the rest. An answer that ends mid-character must
     still hand over what it generated (as U+FFFD), or a streaming client sees no text, and no token, at all."""
     from llmperf.engine import Request
-    from llmperf.serve import _Response
+    from llmperf.serve import Response as _Response
 
     _, tokenizer = smollm2
     partial = next(i for i in range(256, 2000) if tokenizer.decode([i]) == "\ufffd")  # one byte of a character

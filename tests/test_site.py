@@ -11,6 +11,8 @@ every page of `_build/html` it checks that
 - every image loaded;
 - no code cell's output is an error;
 - every solution is closed when the page opens and opens on a click;
+- each chapter shows its tables as HTML tables (DataFrames), as many as it has
+  (`TABLES`), not as monospace text printed by hand;
 
 and saves a full-page screenshot to `_build/screenshots/`. Playwright drives the
 system's Chromium (Debian: `apt-get install chromium`); without it, or without a
@@ -29,6 +31,12 @@ import pytest
 SITE = Path(__file__).resolve().parents[1] / "_build" / "html"
 SHOTS = SITE.parent / "screenshots"
 SKIP_PAGES = {"genindex.html", "search.html"}  # Sphinx's generated index and search pages: no content of ours
+
+
+# The HTML tables in each chapter's cell outputs: every table a chapter shows is a DataFrame (or its Styler),
+# which MyST-NB renders as a real table.
+TABLES = {"01_dependency_chain": 3, "02_prefill_cost": 4, "03_decode_intensity": 9, "04_naive_vs_cached": 4,
+          "05_step_anatomy": 9, "06_metrics": 11}
 
 
 def is_redirect(page: Path) -> bool:
@@ -133,6 +141,9 @@ def test_a_page_reads_right_offline(browser, page_path):
         assert page.evaluate(IMAGES) == [], "images that did not load"
         broken = {url for url in page.evaluate(LINKS) if not Path(unquote(urlparse(url).path)).exists()}
         assert not broken, f"links to files the site does not have (downloads, pages): {sorted(broken)}"
+        if page_path.stem in TABLES:
+            tables = page.locator(".cell_output table").count()
+            assert tables == TABLES[page_path.stem], f"{tables} tables in the cell outputs, expected {TABLES[page_path.stem]}"
         errors = page.locator(".cell_output .output.traceback, .cell_output .output.error")
         assert errors.count() == 0, errors.first.inner_text()[:500]
 

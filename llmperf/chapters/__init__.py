@@ -1,7 +1,8 @@
 """Each chapter's experiments, as package code: what the notebook runs, a unit test runs on the tiny preset,
 and `python -m llmperf.reference` runs on a GPU machine with no Jupyter.
 
-One module per chapter, named after what it measures:
+One package per chapter, named after what it measures (each package's docstring says which of
+its modules holds what):
 
     chain      1. the dependency chain
     prefill    2. prefill cost

@@ -1,4 +1,4 @@
-"""Chapter 3, decode intensity and the roofline: the sentences chosen from its measurements.
+"""Chapter 3's sentences, chosen from its records' numbers.
 
 Each function takes numbers the chapter measured (or predicted) and returns the
 clause they support, with the numbers in it (see `wording`). Pure Python: no torch.
@@ -6,7 +6,7 @@ clause they support, with the numbers in it (see `wording`). Pure Python: no tor
 
 from __future__ import annotations
 
-from .wording import SAME, times, speed_change
+from ..wording import SAME, times, speed_change
 
 
 def per_user_speed(step_growth: float, b_max: int) -> str:

@@ -6,6 +6,7 @@ clause they support, with the numbers in it (see `wording`). Pure Python: no tor
 
 from __future__ import annotations
 
+
 def naive_gap(measured: float, predicted: float) -> str:
     """The naive loop's time over the cached loop's, measured, against the roofline's prediction."""
     if measured < 1.1 and predicted >= 1.1:

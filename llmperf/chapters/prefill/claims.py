@@ -6,6 +6,7 @@ clause they support, with the numbers in it (see `wording`). Pure Python: no tor
 
 from __future__ import annotations
 
+
 def quadratic_part(c_ns: float, share_pct: float, s_max: int) -> str:
     """What the fitted c·S² term says, from its coefficient (ns per token²) and its share of TTFT at s_max."""
     if c_ns <= 0:
@@ -22,3 +23,17 @@ def share_of_probe(achieved: float, probe: float, probe_name: str) -> str:
         return f"{pct:.0f} % of the {probe / 1e9:,.1f} GFLOP/s that {probe_name} reached"
     return (f"{pct:.0f} % of the {probe / 1e9:,.1f} GFLOP/s that {probe_name} reached: more than the probe, "
             "which means the probe's own run was slowed by other work. Take the probe as a lower bound here")
+
+
+def sweep_model_text(model: str, setup_model: bool) -> str:
+    """The model the TTFT sweep timed: the setup's SmolLM2, or (on a GPU) a larger preset, and why."""
+    if setup_model:
+        return "SmolLM2 itself"
+    return (f"{model} with random weights (which time exactly like real ones). On a GPU, SmolLM2 is too "
+            "small to time prefill with: even its longest prompts do so little arithmetic per op that a pass costs "
+            "about what dispatching and launching its ops does (chapter 5), whatever its length")
+
+
+def batch_model_text(model: str, setup_model: bool) -> str:
+    """The model the batch-1 against batch-B comparison timed."""
+    return "SmolLM2 itself" if setup_model else f"{model} with random weights, which time exactly like real ones"

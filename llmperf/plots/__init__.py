@@ -1,4 +1,5 @@
-"""One figure style for the whole book, and the few plot types it uses (fits, rooflines).
+"""One figure style for the whole book, the few plot types it uses (fits, rooflines), and each chapter's figures
+(one module per chapter, named as in `llmperf.chapters`: `plots.chain`, `plots.prefill`, ...).
 
 Every figure: labelled axes with units, a light grid, no top/right spines,
 measurements as markers, predictions and fits as lines.

@@ -6,7 +6,7 @@ clause they support, with the numbers in it (see `wording`). Pure Python: no tor
 
 from __future__ import annotations
 
-from .wording import times, duration
+from ..wording import times, duration
 
 
 def itl_against_tpot(tpot_mean: float, itl_mean: float) -> str:

@@ -1,12 +1,13 @@
 """Chapter 5, the anatomy of one decode step: the sentences chosen from its measurements.
 
 Each function takes numbers the chapter measured (or predicted) and returns the
-clause they support, with the numbers in it (see `wording`). Pure Python: no torch.
+clause they support, with the numbers in it (see `wording`); the records'
+`numbers()` call them. Pure Python: no torch.
 """
 
 from __future__ import annotations
 
-from .wording import speed_change, duration
+from ..wording import duration, speed_change, times
 
 
 def fixed_costs(overhead: float, gap: float) -> str:
@@ -91,7 +92,7 @@ def fused_ops(plain_ops: float, fused_ops: float, in_numpy: bool = False) -> str
             "plain model calls five, and one rotation for q and k together")
 
 
-def numpy_step_account(step: float, bandwidth_time: float, weights: float, weights_bandwidth_time: float,
+def numpy_step_account(*, step: float, bandwidth_time: float, weights: float, weights_bandwidth_time: float,
                        small: float, small_lines: float, between: float) -> str:
     """The fused NumPy step's time, millisecond by millisecond, against its bytes ÷ bandwidth. `weights`: the
     products and the LM head (`weights_bandwidth_time`: their bytes ÷ the probed bandwidth); `small`: the
@@ -126,9 +127,10 @@ def numpy_step_account(step: float, bandwidth_time: float, weights: float, weigh
             "small ops and Python")
 
 
-def half_precision(flags: dict[str, str], rates: dict[tuple[str, str], float]) -> str:
+def half_precision(flags: dict[str, str], rates: dict[tuple[str, str], float], nbytes: int = 512 << 20) -> str:
     """What this CPU offers for 2-byte weights (`device.cpu_half_precision`) and what the fastest one-row
-    product in each dtype made of it (`hardware.measure_one_row_products`: {(dtype, kernel): bytes/s})."""
+    product in each dtype made of it (`hardware.measure_one_row_products`: {(dtype, kernel): bytes/s}, each
+    streaming `nbytes` of weights)."""
     native = [what for flag, what in flags.items() if flag != "f16c"]
     if native:
         offers = f"This processor offers {', '.join(native[:-1]) + ' and ' + native[-1] if len(native) > 1 else native[0]}"
@@ -153,7 +155,7 @@ def half_precision(flags: dict[str, str], rates: dict[tuple[str, str], float]) -
             verdict = "half the bytes cost time"
         clauses.append(f"{d} at {rate / 1e9:.1f} GB/s ({kernel}): its products would take {ratio:.2f} times "
                        f"float32's, {verdict}")
-    text = (f"{offers}. Streaming the same 512 MB of weights one row at a time, the fastest float32 product "
+    text = (f"{offers}. Streaming the same {nbytes >> 20} MB of weights one row at a time, the fastest float32 product "
             f"read {f32_rate / 1e9:.1f} GB/s ({f32_kernel}); " + "; ".join(clauses))
     ratios = [(f32_rate / 4) / (best[d][0] / 2) for d in ("bfloat16", "float16")]
     if max(ratios) <= 0.6:
@@ -161,3 +163,68 @@ def half_precision(flags: dict[str, str], rates: dict[tuple[str, str], float]) -
     return (f"{text}. Where half the bytes do not halve the time, the kernel, not memory, sets the pace: it "
             "does not turn 2-byte weights into arithmetic as fast as memory delivers them, and a step in that "
             "dtype is bound by the kernel's speed, not by its bytes")
+
+
+def clock_text(gpu: bool) -> str:
+    """Whose time the profile's measured bars are."""
+    return "the kernels' run time on the GPU" if gpu else "each op's time on the processor"
+
+
+def clock_word(gpu: bool) -> str:
+    """What the profile times: a GPU's kernels, or a processor's calls."""
+    return "kernels" if gpu else "calls"
+
+
+def outside_label(gpu: bool) -> str:
+    """The name of the profiled step's time outside every op: on a GPU waiting for launches, on a CPU the
+    Python and module calls between ops."""
+    return "GPU idle" if gpu else "between ops"
+
+
+def outside_text(gpu: bool) -> str:
+    """What the profiled step's time outside every op was spent on."""
+    if gpu:
+        return ("the GPU had no kernel to run, while the processor dispatched and launched the next ones (and ran "
+                "the profiler)")
+    return ("Python running the model's code between the ops (module calls, attribute lookups), and the "
+            "profiler's own bookkeeping")
+
+
+def table_note(gpu: bool, norm_call: float, attention_call: float) -> str:
+    """The profile table's kernels column, and the small ops' time per call (`norm_call`, `attention_call`:
+    seconds per RMSNorm and per attention op)."""
+    if gpu:
+        return ("The kernels column counts the kernels each kind launched: views and reshapes launch none. The "
+                "small kernels of the norms, attention and the rest run for microseconds each (a norm's "
+                f"{norm_call * 1e6:.1f} µs), and between them the GPU waits for the next launch")
+    return ("The kernels column is empty: a processor launches no kernels. The norms and attention take far "
+            f"longer than their bytes: {norm_call * 1e6:.0f} µs and {attention_call * 1e6:.0f} µs a call. On a "
+            "processor each call runs several smaller ops inside (an RMSNorm squares, averages, adds, divides "
+            "and casts), and the profiler counts the call once, with everything it calls")
+
+
+def kernels_text(gpu: bool, per_layer: int, fixed: int, llama: int) -> str:
+    """The kernels a step launches (`per_layer`, `fixed` outside the layers, `llama` for Llama-3-8B's depth),
+    or on a processor what takes a launch's place."""
+    if gpu:
+        return (f"On this GPU the ops launch {per_layer} kernels per layer and {fixed} outside the layers, "
+                f"{llama:,} for Llama-3-8B: views and reshapes launch none")
+    return ("On a processor there are no kernel launches, but every op is still dispatched: PyTorch checks its "
+            "arguments, picks an implementation and allocates its result before any arithmetic")
+
+
+def launch_vs_bytes(ratio: float) -> str:
+    """Launch time ÷ bytes ÷ bandwidth, as the words before "the ... ms the bytes need"."""
+    return f"{times(ratio)} as long as" if ratio > 1 else f"{100 * ratio:.0f} % of"
+
+
+def no_numpy_step(dtype: str, device_type: str) -> str:
+    """Why the fused NumPy step was not timed: it runs only in float32 on a processor."""
+    return (f"This run is {dtype} on {device_type}, where the fused model runs its step through PyTorch, so there "
+            "is no NumPy step to time: the profile above already splits a PyTorch step")
+
+
+def no_half_precision(device_type: str, dtype: str) -> str:
+    """Why the processor's half-precision products were not measured: this run is on another device."""
+    return (f"This run is on {device_type}, whose 2-byte arithmetic is native and which the chapter already "
+            f"measured in {dtype}, so there is no processor to test here")

@@ -1,0 +1,36 @@
+"""Chapter 5, the anatomy of one decode step: its experiments, their records, and the sentences chosen from them.
+
+What is where:
+
+- `predicted`: the cost model's bytes by kind of op, for Llama-3-8B and for the
+  chapter's SmolLM2 step against this machine's probe (`predict` -> `Prediction`);
+  the LM head's share by vocabulary (`vocab_costs` -> `VocabCosts`); the
+  exercises' numbers (`exercise_numbers`);
+- `profiled`: the step split by kind of op, by torch.profiler (`profile_step` ->
+  `Profile`) and, for the fused NumPy step, by a stopwatch (`time_numpy_step` ->
+  `NumpyAccount`); the ops per layer and their extrapolation to any depth
+  (`count_ops` -> `OpCounts`);
+- `timed`: whole steps without a profiler: one op's fixed cost and the plain
+  against the fused step (`measure_fixed_cost` -> `FixedCost`), CUDA Graph and
+  torch.compile replays (`replay_step` -> `Replay`, GPU only), sampling
+  (`time_sampling` -> `Sampling`), half precision on a processor
+  (`measure_half_precision` -> `HalfPrecision`); the last cell's line (`closing_line`);
+- `claims`: the sentences, pure functions of numbers.
+
+Each record's `numbers()` is what the chapter's prose glues, `table()` what it
+shows, and `check()` what its last cell asserts. The notebook runs them in this
+order, each taking the records it needs from the ones before.
+"""
+
+from .claims import (  # noqa: F401
+    clock_text, clock_word, fixed_costs, fused_ops, graph_result, half_precision, head_time_share, kernels_text,
+    launch_vs_bytes, no_half_precision, no_numpy_step, numpy_step_account, outside_label, outside_text,
+    roofline_multiple, table_note)
+from .predicted import (  # noqa: F401
+    H100, SEED_LAUNCH_US, HeadCost, Prediction, StepBytes, VocabCosts, exercise_numbers, predict,
+    step_bytes, vocab_costs)
+from .profiled import (  # noqa: F401
+    NumpyAccount, OpCounts, Profile, StepSplit, count_ops, profile_step, time_numpy_step)
+from .timed import (  # noqa: F401
+    FixedCost, HalfPrecision, Replay, Sampling, closing_line, measure_fixed_cost, measure_half_precision,
+    replay_step, time_sampling)

@@ -1,0 +1,30 @@
+"""Chapter 1, the dependency chain: generating N tokens takes about TTFT + (N − 1)·t_step.
+
+Four experiments, each returning a record that holds every number the chapter
+shows, the sentences chosen from them, and the check its last cell asserts:
+
+- `show_chain`: a few decode steps by hand, each fed the token the step before
+  it produced (`ChainLinks`);
+- `measure_ingredients`: TTFT and one decode step, apart (`Ingredients`); then
+  `measure_latency_line`: whole generations of N tokens for several N, fitted
+  with a line and set against TTFT + (N − 1)·t_step (`LatencyLine`);
+- `measure_same_flops`: a prefill of N tokens against a decode of N tokens, the
+  same matmul FLOPs by the cost model's count (`SameFlops`);
+- `measure_ways_out`: one pass each of the three ways out, a cheaper pass
+  (the other dtype), more per pass (a batch) and more than one token per pass
+  (`WaysOut`).
+
+Times are the fastest of several runs (other work on a machine can only add
+time to a run), taken in turns (`timing.bench_interleaved`) so that a burst of
+other work cannot cover every run of one thing.
+
+Where each lives: `latency` (the chain, the ingredients, the latency line, the
+same FLOPs), `ways` (the three ways out, their sentence, the exercises' numbers).
+"""
+
+from __future__ import annotations
+
+from .latency import (MIN_DECODE_OVER_PREFILL, MIN_R2, SLOPE_TOLERANCE, ChainLinks, Ingredients,  # noqa: F401
+                      LatencyLine, SameFlops, measure_ingredients, measure_latency_line, measure_same_flops,
+                      show_chain)
+from .ways import WaysOut, exercise_numbers, halved_bytes, measure_ways_out  # noqa: F401

@@ -1,0 +1,109 @@
+"""Chapter 3's roofline of this machine (measured by `hardware.probe`) beside the table's H100 and H200, and the
+shortest Llama-3-8B decode step each allows (bytes ÷ bandwidth, or FLOPs ÷ peak where that is longer)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import pandas as pd
+
+from ... import hardware
+from ...device import dtype_name
+from ...hardware import Accelerator
+from . import claims
+from .counts import LlamaCounts
+
+DTYPE_2_BYTES = "bfloat16"  # the 2-byte format this machine's peak is measured in, for Llama-3-8B's rows
+
+
+@dataclass
+class Roofs:
+    """This machine as `hardware.probe` measured it (peak in the chapter's dtype, read bandwidth, and every
+    figure in `measured`), the table's H100 SXM and H200 SXM, every table accelerator's ridge, and the
+    Llama-3-8B step (batch 1, 2-byte weights) that the table puts on them."""
+
+    here: Accelerator
+    dtype: str  # the dtype `here` was probed in (its peak, `flops`)
+    h100: Accelerator
+    h200: Accelerator
+    table_ridges: dict[str, float]  # every hardware.ACCELERATORS row's ridge (FLOP/byte), by name
+    step_flops: int  # Llama-3-8B's step, exact count
+    step_bytes: int
+    intensity_2n: float  # the widely quoted intensity, which the table compares with each ridge
+    intensity_exact: float
+
+    @property
+    def here_2_bytes(self) -> Accelerator:
+        """This machine with its bfloat16 matmul rate as the peak: its roof for a 2-byte model."""
+        return dataclasses.replace(self.here, flops=self.here.measured[f"matmul_{DTYPE_2_BYTES}"])
+
+    @property
+    def h100_x2(self) -> Accelerator:
+        """A hypothetical H100 SXM with twice the FLOP/s and the same memory."""
+        return dataclasses.replace(self.h100, name="H100 SXM with twice the FLOP/s", flops=2 * self.h100.flops)
+
+    def floor(self, hw: Accelerator) -> float:
+        """Least seconds for the Llama-3-8B step on `hw` (`hardware.roofline_time`)."""
+        return hardware.roofline_time(self.step_flops, self.step_bytes, hw)
+
+    def share_pct(self, hw: Accelerator) -> float:
+        """The step's widely quoted intensity as a percentage of `hw`'s ridge: how much arithmetic it uses."""
+        return 100 * self.intensity_2n / hw.ridge
+
+    def numbers(self) -> dict[str, object]:
+        h100, h200, here, here2 = self.h100, self.h200, self.here, self.here_2_bytes
+        return {
+            "h100_ridge": h100.ridge, "h100_pct": self.share_pct(h100),
+            "h100_pct_exact": 100 * self.intensity_exact / h100.ridge, "h100_floor_ms": self.floor(h100) * 1e3,
+            "h100_tbs": h100.bandwidth / 1e12,
+            "h200_ridge": h200.ridge, "h200_pct": self.share_pct(h200), "h200_floor_ms": self.floor(h200) * 1e3,
+            "h200_tbs": h200.bandwidth / 1e12,
+            "here_bw_gbs": here.bandwidth / 1e9, "here_ridge": here.ridge, "here_bf16_ridge": here2.ridge,
+            "here_pct": self.share_pct(here2), "here_floor_ms": self.floor(here2) * 1e3,
+            "here_bf16_text": claims.low_precision_ridge(DTYPE_2_BYTES, here2.ridge, self.intensity_exact,
+                                                         here2.flops / 1e9),
+            "h100_x2_floor_ms": self.floor(self.h100_x2) * 1e3,
+            "h200_bw_ratio": h200.bandwidth / h100.bandwidth, "h200_speedup": self.floor(h100) / self.floor(h200),
+        }
+
+    def probe_table(self):
+        """What the probe measured on this machine."""
+        m = self.here.measured
+        df = pd.DataFrame({
+            "measurement": ["read bandwidth (GB/s)", "copy bandwidth (GB/s)", "matmul float32 (GFLOP/s)",
+                            f"matmul {DTYPE_2_BYTES} (GFLOP/s)"],
+            self.here.name: [m["read_bandwidth"] / 1e9, m["copy_bandwidth"] / 1e9, m["matmul_float32"] / 1e9,
+                      m[f"matmul_{DTYPE_2_BYTES}"] / 1e9],
+        })
+        return df.style.format({self.here.name: "{:,.1f}"}).hide(axis="index")
+
+    def table(self):
+        """The Llama-3-8B step on the H100, the H200 and this machine (2-byte peak): ridge, share, floor."""
+        rows = [{"device": hw.name, "TFLOP/s": hw.flops / 1e12, "TB/s": hw.bandwidth / 1e12,
+                 "ridge (FLOP/byte)": hw.ridge, "I / ridge (%)": self.share_pct(hw),
+                 "floor (ms)": self.floor(hw) * 1e3, "tokens/s": 1 / self.floor(hw)}
+                for hw in (self.h100, self.h200, self.here_2_bytes)]
+        fmt = {"TFLOP/s": "{:.3g}", "TB/s": "{:.3g}", "ridge (FLOP/byte)": "{:.1f}", "I / ridge (%)": "{:.2f}",
+               "floor (ms)": "{:,.2f}", "tokens/s": "{:,.1f}"}
+        return pd.DataFrame(rows).style.format(fmt).hide(axis="index")
+
+    def check(self) -> None:
+        """Bandwidth-bound at batch 1 on every device in the table."""
+        above = {name: r for name, r in self.table_ridges.items() if not self.intensity_exact < r}
+        assert not above, f"Llama-3-8B's step ({self.intensity_exact:.2f} FLOP/byte) reaches the ridge of {above}"
+
+
+def roofline(s, counts: LlamaCounts) -> Roofs:
+    """Probe this machine in the chapter's dtype (`hardware.probe`) and set it beside the table's H100 and H200
+    for the Llama-3-8B step of `counts` (s: the chapter's setup)."""
+    table = hardware.ACCELERATORS
+    return Roofs(here=hardware.probe(s.device, s.dtype), dtype=dtype_name(s.dtype), h100=table["H100 SXM"], h200=table["H200 SXM"],
+                 table_ridges={name: hw.ridge for name, hw in table.items()}, step_flops=counts.flops_exact,
+                 step_bytes=counts.step_bytes, intensity_2n=counts.intensity_2n,
+                 intensity_exact=counts.intensity_exact)
+
+
+def setup_numbers(s) -> dict[str, object]:
+    """The setup the chapter's prose names: device type, dtype and its bytes per weight (s: the chapter's setup)."""
+    return {"device": s.device.type, "dtype_name": dtype_name(s.dtype), "bpp": s.dtype.itemsize}

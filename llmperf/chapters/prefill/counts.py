@@ -1,0 +1,187 @@
+"""Chapter 2's counts: a prefill's FLOPs by the cost model, and PyTorch's FLOP counter against that count.
+
+- `estimates(s)`: the cost model's numbers for the chapter's worked example,
+  Llama-3-8B (2·N against the exact matmuls, full against causal attention, the
+  crossover length, its gate projection against an H100 SXM's ridge), and the
+  shape of the setup's own model. Arithmetic only: nothing runs.
+- `count_check(s)`: one plain forward pass of the setup's model (logits at every
+  position) per checked length under `profiling.count_flops`, against
+  `cost.prefill_flops(..., attention="full")`.
+- `exercise_numbers(estimates, sweep)`: the numbers of the exercises' answers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+import torch
+
+from ... import cost, hardware
+from ...config import get_config
+from ...profiling import count_flops
+
+EXAMPLE = "llama-3-8b"  # the chapter's worked example
+RIDGE_DEVICE = "H100 SXM"  # the device whose ridge point the text sets the example against
+MEASURED_GPU = "H200 SXM"  # the GPU whose measured bf16 matmul rate the exercises borrow (same tensor cores)
+PROMPTS = (2_000, 32_000)  # the example's short and long prompt (tokens)
+T = 1e12
+
+
+@dataclass
+class CountRow:
+    """The example's prefill of `seq_len` tokens by the cost model, in FLOPs (logits at every position)."""
+
+    seq_len: int
+    estimate: int  # 2·N·S, the rule of thumb
+    matmul: int  # the matrix products that run (the embedding lookup does none)
+    full: int  # attention, every query against every key
+    causal: int  # attention, each query against the keys up to its own
+
+
+@dataclass
+class Estimates:
+    """The cost model on the example (Llama-3-8B) and on the setup's model: what the text predicts."""
+
+    model: str  # the example's preset
+    params: int
+    d_model: int
+    d_ff: int
+    vocab_size: int
+    per_token_2n: int  # FLOPs per token by 2·N
+    per_token_exact: int  # FLOPs per token of the matmuls that run
+    rows: list[CountRow]  # the short prompt, then the long one
+    crossover: float  # S at which attention equals the matmuls: 2·N against full attention
+    crossover_exact: float  # the same with the exact matmuls against causal attention
+    ridge: float  # the ridge device's FLOPs per byte
+    ridge_rows: int  # rows per read at which the gate projection (d_model × d_ff) reaches the ridge
+    decode_batch: int  # batch at which a decode step's weight products reach the ridge
+    setup_model: str  # the setup's model (SmolLM2)
+    setup_params: int
+    setup_d_model: int
+    setup_head_dim: int
+    setup_crossover: float  # its crossover by the estimates
+
+    def numbers(self) -> dict[str, object]:
+        short, long = self.rows[0], self.rows[-1]
+        return {
+            "h100_ridge": self.ridge, "ridge_S": self.ridge_rows, "decode_cb": self.decode_batch,
+            "l8_d": self.d_model, "l8_ff": self.d_ff, "l8_gate_m": self.d_model * self.d_ff / 1e6,
+            "l8_params_b": self.params / 1e9, "l8_2n_gflop": self.per_token_2n / 1e9,
+            "l8_exact_gflop": self.per_token_exact / 1e9,
+            "l8_embed_gflop": 2 * self.vocab_size * self.d_model / 1e9,  # what 2·N charges the untied embedding
+            "l8_2n_excess_pct": 100 * (self.per_token_2n - self.per_token_exact) / self.per_token_2n,
+            "S_short": short.seq_len, "S_long": long.seq_len,
+            "l8_mm_short": short.estimate / T, "l8_attn_short": short.full / T,
+            "l8_mm_long": long.estimate / T, "l8_attn_long": long.full / T,
+            "l8_exact_long": long.matmul / T, "l8_causal_long": long.causal / T,
+            "l8_cross": self.crossover, "l8_cross_exact": self.crossover_exact,
+            "l8_attn_share_short_pct": 100 * short.full / short.estimate,
+            "smol_params_m": self.setup_params / 1e6, "smol_d": self.setup_d_model,
+            "head_dim": self.setup_head_dim, "smol_cross": self.setup_crossover,
+        }
+
+    def table(self):
+        """The example's prefill FLOPs at each prompt length, in TFLOP."""
+        df = pd.DataFrame({"prompt (tokens)": [r.seq_len for r in self.rows],
+                           "2·N·S (TFLOP)": [r.estimate / T for r in self.rows],
+                           "exact matmuls (TFLOP)": [r.matmul / T for r in self.rows],
+                           "full attention (TFLOP)": [r.full / T for r in self.rows],
+                           "causal attention (TFLOP)": [r.causal / T for r in self.rows]})
+        return (df.style.format("{:.1f}").format("{:,}", subset=["prompt (tokens)"]).hide(axis="index")
+                .set_caption(f"{self.model}: prefill FLOPs"))
+
+    def check(self) -> None:
+        for r in self.rows:  # the estimate's 4·S²·d·L, since the example's d_q = d_model
+            assert r.full == cost.estimate_attention(self.model, r.seq_len), (r.seq_len, r.full)
+
+
+def estimates(s) -> Estimates:
+    """The cost model's counts for the example, Llama-3-8B, and for the setup's model `s.model`."""
+    llama, hw, own = get_config(EXAMPLE), hardware.ACCELERATORS[RIDGE_DEVICE], s.model.cfg
+    rows = []
+    for S in PROMPTS:
+        full, causal = (cost.prefill_flops(llama, S, attention=form) for form in ("full", "causal"))
+        rows.append(CountRow(S, cost.estimate_2n(llama, S), full.matmul, full.attention, causal.attention))
+    return Estimates(
+        llama.name, llama.num_params(), llama.d_model, llama.d_ff, llama.vocab_size,
+        per_token_2n=cost.estimate_2n(llama), per_token_exact=sum(cost.matmul_flops(llama, 1).values()), rows=rows,
+        crossover=cost.prefill_attention_crossover(llama),
+        crossover_exact=cost.prefill_attention_crossover(llama, form="exact"),
+        ridge=hw.ridge, ridge_rows=cost.compute_bound_rows(llama.d_model, llama.d_ff, hw.ridge),
+        decode_batch=cost.compute_bound_batch(llama, hw.ridge, context=1, part="weights"),
+        setup_model=own.name, setup_params=own.num_params(), setup_d_model=own.d_model, setup_head_dim=own.head_dim,
+        setup_crossover=cost.prefill_attention_crossover(own))
+
+
+@dataclass
+class CountedRow:
+    """One checked prompt length: PyTorch's count of a plain forward pass, and the cost model's two counts."""
+
+    seq_len: int
+    counted: int  # FlopCounterMode's total
+    full: int  # cost.prefill_flops(cfg, S, attention="full").total
+    causal: int  # the same with causal attention
+
+
+@dataclass
+class FlopCheck:
+    """PyTorch's FLOP counter against the cost model, on the setup's model."""
+
+    model: str
+    rows: list[CountedRow]
+
+    def numbers(self) -> dict[str, object]:
+        r = self.rows[-1]
+        return {"check_S": r.seq_len, "check_counted": r.counted, "check_formula": r.full,
+                "check_diff": r.counted - r.full, "check_masked_gflop": (r.full - r.causal) / 1e9,
+                "check_masked_pct": 100 * (r.full - r.causal) / r.full}
+
+    def table(self):
+        df = pd.DataFrame({"prompt (tokens)": [r.seq_len for r in self.rows],
+                           "FlopCounterMode (FLOPs)": [r.counted for r in self.rows],
+                           "cost, full (FLOPs)": [r.full for r in self.rows],
+                           "difference (FLOPs)": [r.counted - r.full for r in self.rows],
+                           "cost, causal (FLOPs)": [r.causal for r in self.rows]})
+        return df.style.format("{:,}").hide(axis="index").set_caption(f"{self.model}: counted against predicted")
+
+    def check(self) -> None:
+        for r in self.rows:  # the cost model's count equals PyTorch's FLOP counter, exactly
+            assert r.counted == r.full, (r.seq_len, r.counted)
+
+
+def count_check(s) -> FlopCheck:
+    """Count the FLOPs of `s.model(tokens)` on random tokens (batch 1) at the sweep's shortest prompt and at the
+    batch comparison's length (`s.sizes`), and the cost model's full and causal counts of the same pass."""
+    cfg, rows = s.model.cfg, []
+    for S in (s.sizes.prefill_lengths[0], s.sizes.prefill_batch_len):
+        tokens = torch.randint(0, cfg.vocab_size, (1, S), device=s.device)
+        with count_flops() as counter:  # attention in PyTorch's math form, whose matmuls the counter sees
+            s.model(tokens)
+        rows.append(CountedRow(S, int(counter.get_total_flops()), cost.prefill_flops(cfg, S, attention="full").total,
+                               cost.prefill_flops(cfg, S, attention="causal").total))
+    return FlopCheck(cfg.name, rows)
+
+
+def exercise_numbers(est: Estimates, sweep) -> dict[str, object]:
+    """The exercises' answers: Llama-3-70B's cost per token and crossover (and each model's crossover ÷ d_model),
+    the example's short prompt on an H100 SXM (causal, logits for the last position) at its datasheet peak and at
+    the share of it a measured H200 reached, its gate projection's intensity, and the sweep's model at twice the
+    sweep's longest prompt at the probed rate (`sweep`: a `timings.TTFTSweep`)."""
+    l70, hw, gpu = get_config("llama-3-70b"), hardware.ACCELERATORS[RIDGE_DEVICE], hardware.ACCELERATORS[MEASURED_GPU]
+    S = est.rows[0].seq_len
+    flops = cost.prefill_flops(est.model, S, attention="causal", logits_for=1).total
+    efficiency = gpu.measured["matmul_bfloat16"] / gpu.flops
+    long = 2 * sweep.lengths[-1]
+    long_flops = cost.prefill_flops(sweep.model, long, attention="causal", logits_for=1)
+    return {
+        "l70_2n_gflop": cost.estimate_2n(l70) / 1e9, "l70_cross": cost.prefill_attention_crossover(l70),
+        "l70_ratio": cost.prefill_attention_crossover(l70) / l70.d_model, "l8_ratio": est.crossover / est.d_model,
+        "smol_ratio": est.setup_crossover / est.setup_d_model,
+        "h100_tflop": flops / T, "h100_peak_tflops": hw.flops / T, "h100_ttft_ms": flops / hw.flops * 1e3,
+        "h200_eff_pct": 100 * efficiency, "h100_ttft_real_ms": flops / (efficiency * hw.flops) * 1e3,
+        "gate_intensity": cost.matmul_intensity(S, est.d_model, est.d_ff),  # (S, K) @ (K, N), the gate projection
+        "ex_long_S": long, "ex_long_gflop": long_flops.total / 1e9,
+        "ex_long_attn_pct": 100 * long_flops.attention / long_flops.total,
+        "ex_long_ms": long_flops.total / sweep.matmul_rate * 1e3,
+    }

@@ -1,0 +1,140 @@
+"""Batch size as the exchange rate: the same server started with each maximum batch size of a sweep, loaded by
+as many closed-loop clients as it has slots; what the server makes in all against what each user gets, the
+MLPerf latency limits each batch meets, goodput under objectives scaled to batch 1, and a fresh server's
+first request.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from functools import cached_property
+
+import pandas as pd
+
+from ... import bench, metrics
+from ...metrics import RequestRecord
+from ...serve import background, create_app
+from ..setup import Setup
+from .claims import goodput_peak, limits_met, warm_up
+from .served import unwatched_load
+
+# MLPerf Inference's p99 (TTFT, TPOT) limits for Llama-3.1-8B, seconds, by scenario.
+MLPERF_LIMITS = {"server": (2.0, 0.100), "interactive": (0.5, 0.030)}
+SLO_TTFT_X, SLO_TPOT_X = 5, 2  # goodput's objectives: TTFT within 5 times batch 1's median, TPOT twice its mean
+THROUGHPUT_GAIN = 3  # the largest batch makes at least this many times batch 1's tokens/s
+USER_NOISE = 1.05  # and no user gets faster than at batch 1, within 5 % for noise
+
+
+@dataclass
+class BatchPoint:
+    """One server of `batch` slots and its closed-loop run: every request's record."""
+
+    batch: int
+    requests: list[RequestRecord]
+
+    @cached_property
+    def summary(self) -> metrics.RunSummary:
+        return metrics.summarize(self.requests)
+
+
+@dataclass
+class BatchSweep:
+    """The exchange-rate sweep: every request asks `max_tokens` tokens of a `prompt_tokens`-token prompt."""
+
+    device: str
+    prompt_tokens: int
+    max_tokens: int
+    points: list[BatchPoint]
+
+    @property
+    def batches(self) -> list[int]:
+        return [p.batch for p in self.points]
+
+    @property
+    def tok_s(self) -> list[float]:
+        """Output tokens/s of the whole server, per batch size."""
+        return [p.summary.output_throughput for p in self.points]
+
+    @property
+    def per_user(self) -> list[float]:
+        """Each user's tokens/s, 1 ÷ mean TPOT, per batch size."""
+        return [1 / p.summary.tpot.mean for p in self.points]
+
+    @property
+    def req_s(self) -> list[float]:
+        return [p.summary.request_throughput for p in self.points]
+
+    def percentile(self, metric: str, q: str) -> list[float]:
+        """One statistic ("median", "p99", ...) of one latency ("ttft", "tpot"), s, per batch size."""
+        return [getattr(getattr(p.summary, metric), q) for p in self.points]
+
+    @property
+    def objectives(self) -> dict[str, float]:
+        """Goodput's latency objectives (s): multiples of batch 1's median TTFT and mean TPOT."""
+        first = self.points[0].summary
+        return {"ttft": SLO_TTFT_X * first.ttft.median, "tpot": SLO_TPOT_X * first.tpot.mean}
+
+    @property
+    def goodput(self) -> list[float]:
+        """Requests/s meeting both objectives, per batch size."""
+        return [metrics.summarize(p.requests, self.objectives).goodput for p in self.points]
+
+    def limits_text(self, scenario: str) -> str:
+        ttft, tpot = MLPERF_LIMITS[scenario]
+        return limits_met(self.batches, self.percentile("ttft", "p99"), self.percentile("tpot", "p99"), ttft, tpot,
+                          scenario)
+
+    @property
+    def warm_up(self) -> tuple[float, float]:
+        """At batch 1, a fresh server's first TTFT and the median TTFT of the requests after it (s)."""
+        ttfts = [r.times.ttft for r in self.points[0].requests if r.ok]
+        return ttfts[0], statistics.median(ttfts[1:])
+
+    def numbers(self) -> dict[str, object]:
+        agg, user, ttft = self.tok_s, self.per_user, self.percentile("ttft", "median")
+        return {"b_max": self.batches[-1], "agg_1": agg[0], "agg_max": agg[-1], "agg_gain": agg[-1] / agg[0],
+                "user_1": user[0], "user_max": user[-1], "ttft_1": ttft[0] * 1e3, "ttft_max": ttft[-1] * 1e3,
+                "server_limits": self.limits_text("server"), "interactive_limits": self.limits_text("interactive"),
+                "slo_ttft_x": SLO_TTFT_X, "slo_tpot_x": SLO_TPOT_X, "slo_ttft_ms": self.objectives["ttft"] * 1e3,
+                "slo_tpot_ms": self.objectives["tpot"] * 1e3,
+                "goodput_text": goodput_peak(self.batches, self.req_s, self.goodput),
+                "warmup_text": warm_up(*self.warm_up)}
+
+    def table(self):
+        """Per batch size: the server's tokens/s, each user's, median TTFT and p99 TPOT."""
+        data = {"max batch (= clients)": self.batches, "output tokens/s": self.tok_s,
+                "tokens/s per user": self.per_user,
+                "TTFT p50 (ms)": [t * 1e3 for t in self.percentile("ttft", "median")],
+                "TPOT p99 (ms)": [t * 1e3 for t in self.percentile("tpot", "p99")]}
+        return (pd.DataFrame(data).style.format(precision=1, thousands=",")
+                .format(precision=0, thousands=",", subset=["TTFT p50 (ms)"]).hide(axis="index"))
+
+    def goodput_table(self):
+        """Per batch size: requests/s, and goodput (requests/s meeting both objectives)."""
+        o = self.objectives
+        caption = f"objectives: TTFT ≤ {o['ttft'] * 1e3:,.0f} ms, TPOT ≤ {o['tpot'] * 1e3:.1f} ms"
+        data = {"max batch (= clients)": self.batches, "requests/s": self.req_s, "goodput (requests/s)": self.goodput}
+        return pd.DataFrame(data).style.format(precision=2).hide(axis="index").set_caption(caption)
+
+    def check(self) -> None:
+        """The exchange rate: at the largest batch the server makes at least 3 times the tokens/s of batch 1,
+        while no user gets faster (5 % for noise)."""
+        agg, user = self.tok_s, self.per_user
+        assert agg[-1] >= THROUGHPUT_GAIN * agg[0], \
+            f"batch {self.batches[-1]} made {agg[-1]:.1f} tokens/s, not 3 times batch 1's {agg[0]:.1f}: {agg}"
+        assert user[-1] <= USER_NOISE * user[0], \
+            f"a user got {user[-1]:.1f} tokens/s at batch {self.batches[-1]}, faster than {user[0]:.1f} at batch 1"
+
+
+def batch_sweep(s: Setup) -> BatchSweep:
+    """For each max batch size b of `sizes.serve_batches`: a fresh server of b slots, and b closed-loop
+    clients sending max(4, 2b) requests of `serve_prompt` random tokens (seeded by b), each asking
+    `serve_new_tokens` tokens."""
+    z, points = s.sizes, []
+    for b in z.serve_batches:
+        prompts = bench.synthetic_prompts(max(4, 2 * b), z.serve_prompt, vocab=s.tokenizer.vocab_size, seed=b)
+        app = create_app(s.model, s.tokenizer, max_batch=b, capacity=z.serve_prompt + z.serve_new_tokens)
+        with background(app) as server:
+            points.append(BatchPoint(b, unwatched_load(server, prompts, z.serve_new_tokens, concurrency=b)))
+    return BatchSweep(s.device.type, z.serve_prompt, z.serve_new_tokens, points)

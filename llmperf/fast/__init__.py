@@ -1,0 +1,63 @@
+"""A faster model for decoding: the same weights, fused, and a one-token step that is all memory traffic.
+
+At batch 1 a decode step multiplies one activation row by every weight matrix:
+a matrix–vector product (gemv), whose speed is set by how fast the weights
+stream out of memory. A step can take no less than its bytes ÷ bandwidth; four
+things keep the plain model in model.py well above that.
+
+1. Seven products per layer where four will do. q, k and v are products of the
+   same input, and so are the gate and up activations of the MLP. `fuse` stacks
+   their matrices: one (q_dim + 2·kv_dim, d) matrix and one (2·d_ff, d) matrix per
+   layer. Fewer, larger products mean fewer ops per step.
+2. A framework's cost per op. A step of the plain model runs about 1,600 PyTorch
+   ops, most of them on vectors of a few hundred numbers, and each has a fixed
+   cost to dispatch, whatever its size (chapter 5 measures it, and the share of
+   the step it takes, on the reader's machine). So a cached step of one token of
+   one sequence, float32 on a CPU, is written in NumPy (`NumpyDecodeStep`), whose
+   small ops cost far less each: the same
+   arithmetic as model.py, on the same weights and on the KV cache's own
+   buffers (Tensor.numpy() shares memory: the cache stays the one PyTorch
+   prefilled and reads).
+3. The gemv kernel. NumPy's bundled BLAS (OpenBLAS in the PyPI wheels) has a true
+   gemv that splits a product over every core (benchmarks/decode.py sets it
+   against PyTorch's one-row product on the same machine). OpenBLAS has two
+   gemv kernels, and the layout of the matrix picks one (`input_major`): the
+   fused matrices and the LM head are stored the way the faster one reads them.
+4. Products too small to share. OpenBLAS gives a gemv of fewer than 460,800
+   elements one thread (`OPENBLAS_ONE_THREAD_BELOW`), which draws about half
+   the bandwidth of two. SmolLM2's wo (576 × 576) is one; it is stored with zero
+   rows appended (`threaded_gemv_rows`): 39 % more bytes, read by every thread
+   instead of one.
+
+What is left is the products plus a few milliseconds of small NumPy ops
+(`profiling.numpy_step_times` splits a step; chapter 5 shows it), which is where
+llama.cpp's step stands too: benchmarks/decode.py runs both in the same run.
+The extra memory: the fused matrices (q, k, v, gate and up again), and for the
+NumPy step a copy of the LM head and the padded wo.
+
+Everything else keeps PyTorch's F.linear on the same weights: prompts and
+batches (several rows make a matrix–matrix product, which PyTorch spreads over
+the cores), bfloat16 (NumPy has no such type) and float16 (NumPy has no BLAS
+kernel for it), GPUs, and calls with autograd on (NumPy carries no gradients;
+generate() and stream() run under inference_mode). The plain model stays the
+one to read; this one is tested to give the same logits and the same tokens.
+
+After a NumPy step OpenBLAS's threads spin for a while, waiting for the next
+product; PyTorch work that uses every thread runs slowly meanwhile (the two
+thread pools fight over the cores). Sampling one token is too small to notice,
+but give anything timed right after a fused step a few warm-up steps
+(`timing.bench_interleaved(..., settle=3)`; benchmarks/decode.py runs the fused
+model last). torch.profiler does not see NumPy's work: profile the plain model
+to count a step's ops, and time the NumPy step with `profiling.numpy_step_times`.
+
+The package's modules: `fused` (the fused layers, `FusedTransformer`, `fuse`),
+`numpy_step` (`NumpyDecodeStep`) and `blas` (what OpenBLAS does with a gemv, and
+the layouts chosen for it).
+"""
+
+from __future__ import annotations
+
+from .blas import (OPENBLAS_ONE_THREAD_BELOW, input_major, numpy_blas, numpy_uses_openblas,  # noqa: F401
+                   openblas_threads, threaded_gemv_rows)
+from .fused import FusedAttention, FusedFeedForward, FusedTransformer, fuse, linear  # noqa: F401
+from .numpy_step import NumpyDecodeStep, no_lap  # noqa: F401

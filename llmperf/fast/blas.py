@@ -1,0 +1,69 @@
+"""What NumPy's BLAS does with a one-row product (gemv), and how the fused model's weights are laid out for it.
+
+OpenBLAS (in NumPy's PyPI wheels) gives a small gemv one thread, and has two gemv
+kernels, chosen by the matrix's layout. `threaded_gemv_rows` and `input_major`
+decide, from this process's BLAS and thread count, how `fuse` stores a matrix for
+the NumPy step.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import numpy as np
+import torch
+
+
+OPENBLAS_ONE_THREAD_BELOW = 115_200 * 4
+"""OpenBLAS runs a float32 gemv on one thread when its matrix has fewer elements than this (its interface/gemv.c:
+115,200 × GEMM_MULTITHREAD_THRESHOLD, which is 4 unless OpenBLAS was built otherwise), as in NumPy 2.4's
+scipy-openblas 0.3.31."""
+
+
+@functools.cache
+def numpy_blas() -> str:
+    """The BLAS NumPy was built with, name and version, as np.show_config reports it ("scipy-openblas 0.3.31...")."""
+    blas = np.show_config(mode="dicts").get("Build Dependencies", {}).get("blas", {})
+    return f"{blas.get('name', '?')} {blas.get('version', '')}".strip()
+
+
+def numpy_uses_openblas() -> bool:
+    """Is NumPy's BLAS OpenBLAS (as in the PyPI wheels)? Only then does `OPENBLAS_ONE_THREAD_BELOW` apply."""
+    return "openblas" in numpy_blas().lower()
+
+
+def openblas_threads() -> int:
+    """The threads OpenBLAS starts: $OPENBLAS_NUM_THREADS (or $GOTO_NUM_THREADS, $OMP_NUM_THREADS) if set, else
+    one per core this process may run on. PyTorch's own count (torch.set_num_threads) does not change it."""
+    for name in ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS"):
+        if os.environ.get(name, "").strip().isdigit():
+            return max(1, int(os.environ[name]))
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def threaded_gemv_rows(rows: int, cols: int, threads: int) -> int:
+    """Rows to give a (rows, cols) float32 matrix so that OpenBLAS's gemv splits it over `threads` threads.
+
+    A matrix below `OPENBLAS_ONE_THREAD_BELOW` elements gets one thread, which draws about half the bandwidth
+    of two. Zero rows appended lift it over the line: more bytes to read, at up to `threads` times the rate.
+    That pays while the padded matrix is at most 1.5 times the size; otherwise, or with one thread, or with
+    another BLAS, the matrix keeps its rows.
+    """
+    if threads < 2 or rows * cols >= OPENBLAS_ONE_THREAD_BELOW or not numpy_uses_openblas():
+        return rows
+    padded = -(-OPENBLAS_ONE_THREAD_BELOW // cols)  # ceil: the fewest rows that reach the line
+    return padded if padded <= 1.5 * rows else rows
+
+
+def input_major(weight: torch.Tensor, for_numpy: bool) -> torch.Tensor:
+    """`weight` (out, in) as it is, or, `for_numpy`, as an (out, in) view of an (in, out) copy.
+
+    NumPy's product `h @ W` with W stored (in, out), one row per input, runs OpenBLAS's "N" gemv kernel:
+    it adds x[i] times row i to the output, and streams long rows. `W @ h` with W stored (out, in) runs
+    its "T" kernel: one dot product per output, over rows as long as the input. For matrices whose output
+    is much longer than their input (q/k/v's 960 × 576 and gate/up's 3,072 × 576 in SmolLM2, and the LM
+    head's 49,152 × 576), N streamed faster on the host this layout was chosen on (the README's table);
+    for w2 (576 × 1,536), T did. PyTorch reads the view.
+    """
+    return weight.t().contiguous().t() if for_numpy else weight

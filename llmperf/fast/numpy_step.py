@@ -1,0 +1,107 @@
+"""One cached decode step of one sequence, float32 on a CPU, as NumPy code: model.py's arithmetic on views of
+the fused model's weights and of the KV cache's own buffers, without PyTorch's fixed cost per op.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..cost import ATTENTION, KV_WRITE, LM_HEAD, NORMS, OTHER, PROJECTIONS
+from ..kv_cache import KVCache
+
+if TYPE_CHECKING:
+    from .fused import FusedTransformer
+
+
+def no_lap(kind: str) -> None:
+    """NumpyDecodeStep's stopwatch when nobody times it: does nothing. (`profiling.numpy_step_times` passes one
+    that records the time since the last lap under `kind`.)"""
+
+
+class NumpyDecodeStep:
+    """One cached decode step of one sequence, float32 on a CPU, in NumPy: model.py's arithmetic without
+    PyTorch's cost per op. Built from a fused model; it holds NumPy views of its weights (nothing copied).
+
+    Calling it with a token id, its position and the KV cache that holds positions 0..pos-1 writes the
+    token's keys and values into the cache, in place, and returns the logits, (vocab,) float32.
+    `lap(kind)` is called after each stretch of lines with the kind of op those lines ran
+    (`cost.OP_KINDS`), so that a stopwatch can split the step's time the way chapter 5 splits the
+    plain model's.
+    """
+
+    def __init__(self, model: "FusedTransformer"):
+        cfg = model.cfg
+        view = lambda t: t.detach().numpy()  # shares memory with the tensor  # noqa: E731
+        self.cfg, self.eps = cfg, cfg.norm_eps
+        # wqkv, w13 and the head are stored input-major, (in, out) (`input_major`): `h @ W`; wo and w2 are
+        # stored (out, in), nn.Linear's layout: `W @ h`. wo may carry zero rows (FusedAttention.wo_padded).
+        self.layers = [(view(b.attention_norm.weight), view(b.attention.wqkv.weight).T,
+                        view(b.attention.wo_padded if b.attention.wo_padded is not None else b.attention.wo.weight),
+                        view(b.ffn_norm.weight), view(b.feed_forward.w13.weight).T, view(b.feed_forward.w2.weight))
+                       for b in model.layers]
+        self.embedding, self.norm, self.head = (view(model.tok_embeddings.weight), view(model.norm.weight),
+                                                view(model.output.weight).T)
+        half = cfg.head_dim // 2
+        # RoPE's rotate-half, out = x·cos + [-x₂, x₁]·sin, as x·cos + swap(x)·sin_signed: each head's two halves
+        # swapped by a view, and the sign folded into a copy of the sine table (max_seq_len, 2, hd/2).
+        cos, sin = view(model.rope_cos), view(model.rope_sin)  # (max_seq_len, hd) each
+        self.cos = cos.reshape(-1, 2, half)
+        self.sin_signed = np.concatenate([-sin[:, None, :half], sin[:, None, half:]], axis=1)
+        self.scale = np.float32(1 / math.sqrt(cfg.head_dim))
+
+    def rms_norm(self, x: np.ndarray, weight: np.ndarray) -> np.ndarray:
+        return x * np.float32(1 / math.sqrt(float(x @ x) / x.size + self.eps)) * weight
+
+    def __call__(self, token: int, pos: int, cache: KVCache, lap=no_lap) -> np.ndarray:
+        cfg = self.cfg
+        d, H, Hkv, hd = cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
+        keys, values = cache.k.numpy(), cache.v.numpy()  # (L, B, Hkv, capacity, hd): the cache's own memory
+        cos, sin = self.cos[pos], self.sin_signed[pos]  # (2, hd/2) each
+        x = self.embedding[token]  # (d,), a view: every update below makes a new x
+        lap(OTHER)
+        for i, (norm1, wqkv, wo, norm2, w13, w2) in enumerate(self.layers):
+            h = self.rms_norm(x, norm1)
+            lap(NORMS)
+            qkv = h @ wqkv  # (d,) @ (d, (H + 2·Hkv)·hd): one gemv for q, k and v
+            lap(PROJECTIONS)
+            qk = qkv[:(H + Hkv) * hd].reshape(H + Hkv, 2, hd // 2)  # q and k heads, each as its two halves
+            qk = qk * cos + qk[:, ::-1] * sin  # RoPE: q and k rotated together, (H + Hkv, 2, hd/2)
+            lap(OTHER)
+            keys[i, 0, :, pos] = qk[H:].reshape(Hkv, hd)  # (Hkv, hd) into the cache at this position
+            values[i, 0, :, pos] = qkv[(H + Hkv) * hd:].reshape(Hkv, hd)
+            lap(KV_WRITE)
+            q = qk[:H].reshape(Hkv, H // Hkv, hd)  # each key/value head's group of query heads, (Hkv, G, hd)
+            k, v = keys[i, 0, :, :pos + 1], values[i, 0, :, :pos + 1]  # (Hkv, T, hd): positions 0..pos
+            scores = np.matmul(q, k.transpose(0, 2, 1))  # (Hkv, G, T)
+            scores -= scores.max(axis=-1, keepdims=True)  # softmax, stable: the largest score becomes exp(0)
+            scores *= self.scale
+            weights = np.exp(scores, out=scores)  # unnormalised: divide the weighted sum instead, hd not T values
+            y = np.matmul(weights, v)  # (Hkv, G, hd)
+            y /= weights.sum(axis=-1, keepdims=True)
+            lap(ATTENTION)
+            out = wo @ y.reshape(-1)  # (d,), or (rows,) whose first d are the product (FusedAttention.wo_padded)
+            lap(PROJECTIONS)
+            x = x + out[:d]  # the residual
+            lap(OTHER)
+            h = self.rms_norm(x, norm2)
+            lap(NORMS)
+            gate_up = h @ w13  # (d,) @ (d, 2·d_ff)
+            lap(PROJECTIONS)
+            gate, up = gate_up[:cfg.d_ff], gate_up[cfg.d_ff:]
+            act = np.exp(-gate)
+            act += 1
+            np.divide(gate, act, out=act)  # SiLU: gate / (1 + e^-gate)
+            act *= up
+            lap(OTHER)
+            out = w2 @ act  # (d,)
+            lap(PROJECTIONS)
+            x = x + out
+            lap(OTHER)
+        h = self.rms_norm(x, self.norm)
+        lap(NORMS)
+        logits = h @ self.head  # (d,) @ (d, vocab)
+        lap(LM_HEAD)
+        return logits

@@ -1,0 +1,29 @@
+"""Chapter 1's figures: end-to-end time against N, and a prefill against a decode of the same tokens."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import FIT, PREDICTED, figure, measured_vs_line
+
+
+def latency_line(line):
+    """Measured end-to-end times, the fitted line and the prediction TTFT + (N − 1)·step (a LatencyLine)."""
+    fig, ax = figure()
+    xs = np.linspace(0, line.Ns[-1], 50)
+    measured_vs_line(ax, line.Ns, line.e2e, xs, line.line(xs), measured_label="measured",
+                     line_label="least-squares fit", xlabel="tokens generated, N", ylabel="end-to-end time (s)",
+                     title="Latency grows by one step per token")
+    ax.plot(line.Ns, line.predicted, "x--", color=PREDICTED, label="TTFT + (N − 1)·step, predicted")
+    ax.legend()
+    return fig
+
+
+def same_flops(result):
+    """The two times of a SameFlops record as bars: one pass over N tokens, N passes over one."""
+    fig, ax = figure()
+    ax.bar(["prefill\n1 pass × N tokens", "decode\nN passes × 1 token"],
+           [result.t_prefill * 1e3, result.t_decode * 1e3], color=[FIT, PREDICTED])
+    ax.set_ylabel(f"time for N = {result.N} tokens (ms)")
+    ax.set_title("Same matmul FLOPs, different number of passes")
+    return fig

@@ -1,0 +1,102 @@
+"""Chapter 3's figures, drawn from its records (`llmperf.chapters.intensity`); nothing here measures."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import matplotlib.ticker as ticker
+
+from .. import hardware
+from . import FIT, MEASURED, PREDICTED, figure, roofline as draw_roofline
+
+
+def _log2_batches(ax, batches) -> None:
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(batches, [str(b) for b in batches])
+    ax.set_xlabel("batch size B (sequences)")
+    ax.legend()
+
+
+def batch_sweep(sweep):
+    """Left, one decode step's time against batch size; right, the tokens per second it yields (log scale):
+    measured, bytes ÷ bandwidth, and the roofline part by part. `sweep`: a BatchSweep."""
+    fig, (ax, ax2) = figure(ncols=2, width=11)
+    b = sweep.batches
+    ax.plot(b, [t * 1e3 for t in sweep.bandwidth_s], "-", color=PREDICTED, label="bytes ÷ bandwidth (predicted)")
+    ax.plot(b, [t * 1e3 for t in sweep.roof_s], "--", color=PREDICTED, label="roofline, part by part (predicted)")
+    ax.plot(b, [t * 1e3 for t in sweep.step_s], "o-", color=MEASURED, label="measured (median)")
+    ax.set_ylim(bottom=0)
+    ax.set_ylabel("time of one decode step (ms)")
+    ax.set_title(f"SmolLM2-135M, {sweep.context} cached tokens, {sweep.device_type}")
+    ax2.plot(b, [n / t for n, t in zip(b, sweep.bandwidth_s)], "-", color=PREDICTED, label="bandwidth-bound prediction")
+    ax2.plot(b, [n / t for n, t in zip(b, sweep.roof_s)], "--", color=PREDICTED, label="roofline prediction")
+    ax2.plot(b, sweep.tokens_per_s, "o-", color=MEASURED, label="measured")
+    ax2.set_yscale("log")
+    ax2.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:,.0f}"))
+    ax2.set_ylabel("throughput (tokens/s)")
+    ax2.set_title("tokens per second across the batch")
+    for a in (ax, ax2):
+        _log2_batches(a, b)
+    return fig
+
+
+def _label_batches(ax, batches, x, y, offset=(4, 4)) -> None:
+    for b, xi, yi in zip(batches, x, y):
+        ax.annotate(f"B={b}", (xi, yi), textcoords="offset points", xytext=offset, fontsize=8)
+
+
+def latency_throughput(sweep, predicted):
+    """Each user's tokens/s against all users' together, one point per batch size: left, this machine's batch
+    sweep (a BatchSweep), measured; right, Llama-3-8B predicted part by part (a LatencyThroughput)."""
+    fig, (ax, ax2) = figure(ncols=2, width=11)
+    ax.plot(sweep.tokens_per_s, [1 / t for t in sweep.step_s], "o-", color=MEASURED, label="measured")
+    _label_batches(ax, sweep.batches, sweep.tokens_per_s, [1 / t for t in sweep.step_s])
+    ax.set_title(f"SmolLM2-135M, {sweep.device_type}, measured")
+    p = predicted
+    ax2.plot([b / t for b, t in zip(p.batches, p.step_s)], [1 / t for t in p.step_s], "-", color=PREDICTED,
+             label="predicted (roofline, part by part)")
+    ends = [0, len(p.batches) - 1]  # batch 1 and the most users that fit
+    _label_batches(ax2, [p.batches[i] for i in ends], [p.batches[i] / p.step_s[i] for i in ends],
+                   [1 / p.step_s[i] for i in ends])
+    ax2.set_title(f"Llama-3-8B on an {p.device}, {p.context:,} tokens of context")
+    for a in (ax, ax2):
+        a.set_xlabel("all users together (tokens/s)")
+        a.set_ylabel("each user (tokens/s)")
+        a.set_ylim(bottom=0)
+        a.legend()
+    return fig
+
+
+def roofline(roofs, sweep):
+    """The roofs of the table's accelerators and of this machine (a Roofs), the batch sweep's measured steps
+    (a BatchSweep) at their intensity and achieved FLOP rate, and the Llama-3-8B step's intensity at batch 1."""
+    fig, ax = figure(width=8, height=5)
+    here_label = f"this machine, probed, {roofs.dtype}"
+    draw_roofline(ax, [*hardware.ACCELERATORS.values(), dataclasses.replace(roofs.here, name=here_label)],
+                  highlight={roofs.h100.name: PREDICTED, roofs.h200.name: "tab:green", here_label: "k"})
+    achieved = [f / t for f, t in zip(sweep.nflops, sweep.step_s)]
+    ax.plot(sweep.intensity, achieved, "o", color=MEASURED, ms=7, zorder=5, label="SmolLM2 decode step, measured")
+    _label_batches(ax, sweep.batches, sweep.intensity, achieved, offset=(4, -11))
+    ax.axvline(roofs.intensity_exact, color=FIT, ls=":", label="Llama-3-8B decode, batch 1")
+    ax.set_title("Roofline: table accelerators, this machine, and the measured decode step")
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    return fig
+
+
+def context_sweep(sweep):
+    """Growth relative to the shortest context, log–log: the context itself, the bytes model's predicted TPOT
+    and the measured TPOT. `sweep`: a ContextSweep."""
+    fig, ax = figure()
+    c = sweep.contexts
+    ax.plot(c, [x / c[0] for x in c], ":", color=FIT, label="context length (relative)")
+    ax.plot(c, sweep.predicted_growth, "-", color=PREDICTED, label="bytes moved (predicted TPOT growth)")
+    ax.plot(c, sweep.measured_growth, "o-", color=MEASURED, label="measured TPOT (median)")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log", base=2)
+    ax.set_xticks(c, [f"{x:,}" for x in c])
+    ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.set_xlabel("context length (tokens)")
+    ax.set_ylabel(f"relative to {c[0]} tokens (×)")
+    ax.set_title(f"SmolLM2-135M decode step against context, batch {sweep.batch}, {sweep.device_type}")
+    ax.legend()
+    return fig

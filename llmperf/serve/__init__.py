@@ -1,0 +1,35 @@
+"""An OpenAI-compatible HTTP server over `llmperf.engine`: what chapter 6 measures.
+
+    python -m llmperf.serve [--port 8000] [--max-batch 8] [--policy continuous]
+
+Endpoints, as OpenAI's API defines them, so that the official `openai` client
+and standard benchmark clients work unchanged:
+
+- POST /v1/completions: {"model", "prompt" (text or token ids), "max_tokens",
+  "temperature", "top_k", "seed", "stop", "stream", "stream_options"};
+- POST /v1/chat/completions: the same with "messages" instead of "prompt",
+  rendered with the model's chat template;
+- GET /v1/models, GET /health.
+
+With "stream": true the answer comes as server-sent events, one chunk per
+token, then `data: [DONE]`; with "stream_options": {"include_usage": true} a
+last chunk carries the token counts. Each chunk is sent as soon as its token
+exists, so a client's clock sees the engine's TTFT and inter-token gaps.
+
+Bad input gets a 4xx answer with an OpenAI-style error body and the server
+keeps serving. A full queue answers 503 at once. A client that disconnects
+mid-stream has its request cancelled, which frees its slot at the next step.
+
+The engine runs in its own thread; the web framework (Starlette, on uvicorn)
+runs the event loop. Tokens cross from one to the other through a per-request
+asyncio queue.
+
+The package's modules: `protocol` (parsing requests, formatting errors, answers
+and chunks: OpenAI's API, with no HTTP and no model), `server` (the engine
+thread, the Starlette application, `background`) and `__main__` (the command).
+"""
+
+from __future__ import annotations
+
+from .protocol import APIError, Response, parse  # noqa: F401
+from .server import EngineThread, Served, background, create_app  # noqa: F401

@@ -1,0 +1,48 @@
+"""`python -m llmperf.serve`: serve SmolLM2 over OpenAI's API (see `llmperf.serve`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..engine import POLICIES
+from . import __doc__ as DOC
+from .server import create_app
+
+
+def main(argv=None) -> int:
+    import uvicorn
+
+    from ..device import DTYPES, describe, pick_device
+    from ..weights import load_smollm2
+
+    p = argparse.ArgumentParser(prog="python -m llmperf.serve", description=DOC.splitlines()[0])
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: this machine only)")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--max-batch", type=int, default=8, help="sequences decoded together")
+    p.add_argument("--context", type=int, default=2048, help="most tokens (prompt + answer) per request")
+    p.add_argument("--policy", choices=POLICIES, default="continuous")
+    p.add_argument("--max-queue", type=int, default=256, help="waiting requests before answering 503")
+    p.add_argument("--device", default=None)
+    p.add_argument("--dtype", choices=DTYPES, default="float32")
+    args = p.parse_args(argv)
+    if args.max_batch < 1 or args.max_queue < 1 or not 0 < args.port < 65536:
+        p.error("need --max-batch >= 1, --max-queue >= 1 and a port in 1..65535")
+    try:
+        device = pick_device(args.device)
+    except (RuntimeError, ValueError) as e:
+        p.error(str(e))
+    model, tokenizer = load_smollm2(device, DTYPES[args.dtype])
+    if not 1 < args.context <= model.cfg.max_seq_len:
+        p.error(f"--context must lie in 2..{model.cfg.max_seq_len}")
+    app = create_app(model, tokenizer, max_batch=args.max_batch, capacity=args.context, policy=args.policy,
+                     max_queue=args.max_queue)
+    print(describe(device, DTYPES[args.dtype]))
+    print(f"Serving smollm2-135m-instruct at http://{args.host}:{args.port}/v1 "
+          f"({args.policy} batching, up to {args.max_batch} at once). Ctrl-C stops.", flush=True)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
