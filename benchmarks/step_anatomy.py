@@ -23,7 +23,6 @@ import argparse
 import json
 import sys
 
-import torch
 
 from llmperf import build_model, hardware, load_smollm2
 from llmperf.config import get_config

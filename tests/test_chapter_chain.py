@@ -108,3 +108,25 @@ def test_the_ways_out_compare_each_pass_with_a_plain_step(small, monkeypatch):
     answers = chain.exercise_numbers(chain.LatencyLine(chain.Ingredients(8, 0.1, 0.02), [2, 4], [0.12, 0.16], 4,
                                                        0.02, 0.02, 0.08, 1.0), ways)
     assert answers["ex_t500"] == pytest.approx(0.1 + 499 * 0.02) and answers["ex_n_long"] == 8
+
+
+def test_the_sweep_takes_other_token_counts_and_refuses_bad_ones(small):
+    ingredients = chain.Ingredients(8, 0.1, 0.02)
+    assert chain.measure_latency_line(small, ingredients, new_tokens=[5, 2, 3]).Ns == [2, 3, 5]
+    with pytest.raises(ValueError, match="at least 3 token counts"):
+        chain.measure_latency_line(small, ingredients, new_tokens=[2, 4])
+    with pytest.raises(ValueError, match="exceed"):
+        chain.measure_latency_line(small, ingredients, new_tokens=[2, 4, 10**6])
+
+
+def test_the_figures_draw_from_records_alone():
+    import matplotlib.pyplot as plt
+
+    from llmperf.plots import chain as figures
+
+    line = chain.LatencyLine(chain.Ingredients(8, 0.1, 0.02), [2, 3, 4], [0.12, 0.14, 0.16], 4, 0.02, 0.02, 0.08,
+                             1.0)
+    same = chain.SameFlops(4, 10, 12, 10, 12, 0.01, 0.05)
+    assert len(figures.latency_line(line).axes[0].lines) == 3 and len(figures.same_flops(same).axes[0].patches) == 2
+    assert list(same.table().data["time (ms)"]) == [10.0, 50.0]
+    plt.close("all")

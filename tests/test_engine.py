@@ -1,7 +1,6 @@
 """The serving loop: batched requests give the tokens each would get alone; the policies admit as documented."""
 
 import pytest
-import torch
 
 from llmperf import generate
 from llmperf.engine import Engine, Request

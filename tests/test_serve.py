@@ -7,7 +7,6 @@ from contextlib import contextmanager
 
 import httpx
 import pytest
-import torch
 
 from llmperf import build_model
 from llmperf.config import get_config

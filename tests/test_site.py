@@ -35,7 +35,7 @@ SKIP_PAGES = {"genindex.html", "search.html"}  # Sphinx's generated index and se
 
 # The HTML tables in each chapter's cell outputs: every table a chapter shows is a DataFrame (or its Styler),
 # which MyST-NB renders as a real table.
-TABLES = {"01_dependency_chain": 3, "02_prefill_cost": 4, "03_decode_intensity": 9, "04_naive_vs_cached": 4,
+TABLES = {"01_dependency_chain": 4, "02_prefill_cost": 4, "03_decode_intensity": 9, "04_naive_vs_cached": 4,
           "05_step_anatomy": 9, "06_metrics": 11}
 
 

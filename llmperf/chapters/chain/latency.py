@@ -139,15 +139,20 @@ class LatencyLine:
             f"the fitted slope is {self.slope_vs_step:.2f}x the measured step (allowed: 1 ± {self.slope_tolerance})")
 
 
-def measure_latency_line(s: Setup, ingredients: Ingredients) -> LatencyLine:
-    """generate() for each N of `s.sizes.chain_new_tokens` after the ingredients' prompt (greedy, no stop token:
-    exactly N tokens each), fitted with a line.
+def measure_latency_line(s: Setup, ingredients: Ingredients, new_tokens=None) -> LatencyLine:
+    """generate() for each N of `new_tokens` (default `s.sizes.chain_new_tokens`) after the ingredients' prompt
+    (greedy, no stop token: exactly N tokens each), fitted with a line.
 
     Each N takes its turn round after round, so a burst of other work lands on one run of several N, not on
     every run of one N. A block of bare decode steps as long as the longest generation takes its turn too:
     the slope is compared with the step as measured over the same stretch of time.
     """
-    Ns = list(s.sizes.chain_new_tokens)
+    Ns = sorted(new_tokens or s.sizes.chain_new_tokens)
+    if len(Ns) < 3 or Ns[0] < 1:
+        raise ValueError(f"A line through the sweep needs at least 3 token counts of 1 or more, got {Ns}.")
+    if ingredients.prompt_len + Ns[-1] > s.model.cfg.max_seq_len:
+        raise ValueError(f"{ingredients.prompt_len} prompt tokens + {Ns[-1]} new ones exceed {s.model.cfg.name}'s "
+                         f"{s.model.cfg.max_seq_len} positions.")
     prompt = _random_prompt(s.model.cfg, ingredients.prompt_len)
     block = Ns[-1]
     step_fn = forward_fn(s.model, context=ingredients.prompt_len)
@@ -177,6 +182,16 @@ class SameFlops:
     @property
     def decode_over_prefill(self) -> float:
         return self.t_decode / self.t_prefill
+
+    def table(self):
+        import pandas as pd
+
+        rows = [("prefill: 1 pass × N tokens", self.prefill_matmul, self.prefill_total, self.t_prefill),
+                ("decode: N passes × 1 token", self.decode_matmul, self.decode_total, self.t_decode)]
+        df = pd.DataFrame([{"": name, "matmul (GFLOP)": m / 1e9, "total (GFLOP)": t / 1e9, "time (ms)": sec * 1e3,
+                            "GFLOP/s": t / sec / 1e9} for name, m, t, sec in rows])
+        return df.style.format({"matmul (GFLOP)": "{:.2f}", "total (GFLOP)": "{:.2f}", "time (ms)": "{:.0f}",
+                                "GFLOP/s": "{:.1f}"}).hide(axis="index")
 
     def numbers(self) -> dict:
         return {"N_cmp": self.N, "prefill_gflop": self.prefill_matmul / 1e9, "decode_gflop": self.decode_matmul / 1e9,
