@@ -158,3 +158,9 @@ def fastest_thread_count(model, repeat: int = 3) -> int:
     finally:
         torch.set_num_threads(before)
     return min(times, key=times.get)
+
+
+def random_prompt(vocab_size: int, length: int, seed: int = 0) -> list[int]:
+    """`length` random token ids below `vocab_size`, the same for a given seed on every device: the prompts the
+    chapters time (a step's time does not depend on which tokens it reads)."""
+    return torch.randint(0, vocab_size, (length,), generator=torch.Generator().manual_seed(seed)).tolist()

@@ -44,6 +44,13 @@ def figure(ncols: int = 1, width: float | None = None, height: float | None = No
     return fig, axes
 
 
+def log2_axis(ax, values, label: str) -> None:
+    """A base-2 logarithmic x axis with a tick at each of `values` (batch sizes), labelled `label`."""
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(values, [str(v) for v in values])
+    ax.set_xlabel(label)
+
+
 def measured_vs_line(ax, x, y, line_x, line_y, *, measured_label: str, line_label: str,
                      xlabel: str, ylabel: str, title: str | None = None, line_color: str = FIT):
     """Measured points and a predicted or fitted curve on one axis."""

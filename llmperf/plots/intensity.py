@@ -7,13 +7,11 @@ import dataclasses
 import matplotlib.ticker as ticker
 
 from .. import hardware
-from . import FIT, MEASURED, PREDICTED, figure, roofline as draw_roofline
+from . import FIT, MEASURED, PREDICTED, figure, log2_axis, roofline as draw_roofline
 
 
 def _log2_batches(ax, batches) -> None:
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(batches, [str(b) for b in batches])
-    ax.set_xlabel("batch size B (sequences)")
+    log2_axis(ax, batches, "batch size B (sequences)")
     ax.legend()
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import FIT, MEASURED, PALETTE, PREDICTED, figure
+from . import FIT, MEASURED, PALETTE, PREDICTED, figure, log2_axis
 from ..chapters.serving import MLPERF_LIMITS
 
 
@@ -68,6 +68,4 @@ def goodput(sweep):
 
 
 def _batch_axis(ax, batches) -> None:
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(batches, [str(b) for b in batches])
-    ax.set_xlabel("max batch size (= clients)")
+    log2_axis(ax, batches, "max batch size (= clients)")

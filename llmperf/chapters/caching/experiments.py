@@ -22,16 +22,11 @@ from ...device import dtype_name
 from ...generation import generate, greedy_logits
 from ...profiling import count_flops, forward_fn
 from ...timing import bench, bench_interleaved
-from ..setup import Setup
+from ..setup import Setup, random_prompt
 from .records import (Agreement, CrossoverCurve, Crossovers, FlopCheck, Generation, LoopRun, QuotedLoop, QuotedTable,
                       StepSweep)
 
 LOOPS = (("naive", False), ("cached", True))  # (name, cache=)
-
-
-def random_prompt(vocab_size: int, length: int, seed: int) -> list[int]:
-    """`length` random token ids, the same for a given seed on every device."""
-    return torch.randint(0, vocab_size, (length,), generator=torch.Generator().manual_seed(seed)).tolist()
 
 
 def check_agreement(s: Setup, prompt: str = "The three primary colours are") -> Agreement:

@@ -14,15 +14,11 @@ from ...generation import decode_step, generate, new_cache, prefill, stream
 from ...metrics import RequestTimes
 from ...profiling import bench_forward, forward_fn
 from ...timing import bench_interleaved
-from ..setup import Setup
+from ..setup import Setup, random_prompt
 
 SLOPE_TOLERANCE = 0.25  # how far the fitted slope may sit from the step time before the chapter fails
 MIN_R2 = 0.95  # R² alone cannot tell a line from a gentle curve over five points; the slope check does the real work
 MIN_DECODE_OVER_PREFILL = 3.0  # a decode of N tokens against a prefill of N: at least this many times longer
-
-
-def _random_prompt(cfg, length: int) -> list[int]:
-    return torch.randint(0, cfg.vocab_size, (length,), generator=torch.Generator().manual_seed(0)).tolist()
 
 
 # --- the chain, one link at a time ------------------------------------------------------------
@@ -83,7 +79,7 @@ class Ingredients:
 def measure_ingredients(s: Setup) -> Ingredients:
     """TTFT and one decode step at `s.sizes.chain_prompt` tokens, timed in turns."""
     P = s.sizes.chain_prompt
-    prompt = _random_prompt(s.model.cfg, P)
+    prompt = random_prompt(s.model.cfg.vocab_size, P)
     runs = bench_interleaved({"ttft": lambda: generate(s.model, prompt, 1), "step": forward_fn(s.model, context=P)},
                              rounds=5 * s.sizes.repeat, device=s.device)
     return Ingredients(P, runs["ttft"].min, runs["step"].min)
@@ -153,7 +149,7 @@ def measure_latency_line(s: Setup, ingredients: Ingredients, new_tokens=None) ->
     if ingredients.prompt_len + Ns[-1] > s.model.cfg.max_seq_len:
         raise ValueError(f"{ingredients.prompt_len} prompt tokens + {Ns[-1]} new ones exceed {s.model.cfg.name}'s "
                          f"{s.model.cfg.max_seq_len} positions.")
-    prompt = _random_prompt(s.model.cfg, ingredients.prompt_len)
+    prompt = random_prompt(s.model.cfg.vocab_size, ingredients.prompt_len)
     block = Ns[-1]
     step_fn = forward_fn(s.model, context=ingredients.prompt_len)
     fns = {n: (lambda n=n: generate(s.model, prompt, n)) for n in Ns}
@@ -211,7 +207,7 @@ def measure_same_flops(s: Setup, N: int) -> SameFlops:
     """Count and time a prefill of N tokens and a decode of the N tokens after a first one, at the chapter's
     prompt length (the decode's context grows from it)."""
     cfg, P = s.model.cfg, s.sizes.chain_prompt
-    prompt = _random_prompt(cfg, P)
+    prompt = random_prompt(cfg.vocab_size, P)
     prefill_f = cost.prefill_flops(cfg, N)  # one pass over N tokens, logits at every position
     decode_f = [cost.decode_flops(cfg, context=P + i) for i in range(1, N + 1)]  # N passes, one token each
     t_prefill = bench_forward(s.model, new_tokens=N, all_logits=True, repeat=3 * s.sizes.repeat).min
