@@ -58,8 +58,7 @@ ACCELERATORS: dict[str, Accelerator] = {
     for a in [
         Accelerator("H100 SXM", 989 * TB, 3.35 * TB, 81_559 * MiB, _DATASHEET + "; memory as nvidia-smi reports it"),
         Accelerator("H100 PCIe", 756 * TB, 2.0 * TB, 81_559 * MiB, _DATASHEET + "; memory as nvidia-smi reports it"),
-        Accelerator("H200 SXM", 989 * TB, 4.8 * TB, 141 * GB, _DATASHEET + "; measured: one H200 in this project",
-                    measured={"matmul_bfloat16": 790 * TB, "copy_bandwidth": 4.3 * TB}),
+        Accelerator("H200 SXM", 989 * TB, 4.8 * TB, 141 * GB, _DATASHEET),
         Accelerator("A100 SXM 80GB", 312 * TB, 2.039 * TB, 80 * GB, _DATASHEET),
         Accelerator("A100 40GB", 312 * TB, 1.555 * TB, 40 * GB, _DATASHEET),
         Accelerator("L4", 121 * TB, 0.300 * TB, 24 * GB, _DATASHEET),
@@ -93,6 +92,13 @@ PUBLISHED: dict[str, PublishedDecode] = {
                               "Kipply, Transformer Inference Arithmetic: 16.8 ms predicted, 22.0 ms measured",
                               predicted_ms=16.8),
 }
+
+
+def table_row(name: str) -> Accelerator | None:
+    """The row of ACCELERATORS for a device as its driver names it ("NVIDIA H200" -> "H200 SXM"): the first row
+    whose model (its name's first word) is a word of `name`; None for a device the table lacks."""
+    words = set(name.replace("-", " ").split())
+    return next((hw for name, hw in ACCELERATORS.items() if name.split()[0] in words), None)
 
 
 def ridge_point(hw: Accelerator) -> float:

@@ -11,6 +11,8 @@ into its own piece, then applies GPT-2's byte-level regex.
 
 from __future__ import annotations
 
+import json
+
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import decoders, models, pre_tokenizers
@@ -26,6 +28,8 @@ class Tokenizer:
         vocab = {tok: i for i, tok in enumerate(tokens)}
         bpe = models.BPE(vocab=vocab, merges=[tuple(m.split(" ", 1)) for m in merges],
                          fuse_unk=False, byte_fallback=False)
+        self._source = {"tokens": list(tokens), "merges": list(merges), "token_types": list(token_types),
+                        "bos_id": bos_id, "eos_id": eos_id, "chat_template": chat_template}
         self._tok = HFTokenizer(bpe)
         self._tok.pre_tokenizer = pre_tokenizers.Sequence([
             pre_tokenizers.Digits(individual_digits=True),
@@ -37,6 +41,25 @@ class Tokenizer:
         self.bos_id, self.eos_id = bos_id, eos_id
         self.vocab_size = len(tokens)
         self.chat_template = chat_template
+
+    def save(self, path) -> None:
+        """Write what this tokenizer was built from (vocabulary, merges, special ids, chat template) as JSON, a
+        few MB: how the real tokenizer travels where the GGUF cannot (a GPU machine for a reference run)."""
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump({"format": "llmperf-tokenizer", **self._source}, f)
+
+    @classmethod
+    def load(cls, path) -> "Tokenizer":
+        """The tokenizer `save` wrote to `path` (ValueError, naming the file, for anything else)."""
+        try:
+            with open(path, encoding="utf-8") as f:
+                data = json.load(f)
+        except (OSError, json.JSONDecodeError) as err:
+            raise ValueError(f"{path}: not a tokenizer file ({err}). Write one with "
+                             "`python -m llmperf.reference --save-tokenizer FILE`.") from None
+        if not isinstance(data, dict) or data.pop("format", None) != "llmperf-tokenizer":
+            raise ValueError(f"{path}: not a tokenizer file written by llmperf (Tokenizer.save).")
+        return cls(**data)
 
     def encode(self, text: str) -> list[int]:
         """Token ids of `text`. Special tokens written in the text (e.g. <|im_end|>) are recognised."""

@@ -156,3 +156,21 @@ def test_numbers_are_what_the_prose_glues(s):
                   for m in re.findall(r"\{glue:text\}`([A-Za-z0-9_]+)", "".join(c["source"]))}
     assert referenced <= set(names), sorted(referenced - set(names))
     json.dumps(parts)
+
+
+def test_the_exercise_borrows_a_gpu_reference_probe(s, tmp_path):
+    """The GPU fraction of the exercise comes from a committed GPU reference's probes, and its words from
+    which GPU that is; without one, the error says what is missing."""
+    from llmperf.reference import fileformat, save
+
+    est, sweep = prefill.estimates(s), hand_sweep([0.010, 0.019, 0.040, 0.090])
+    with pytest.raises(FileNotFoundError, match="No GPU reference run"):
+        prefill.exercise_numbers(est, sweep, where=tmp_path)
+    ref = fileformat.empty("cuda", "NVIDIA A100-SXM4-80GB")
+    ref["probes"] = {"date": "2026-12-02T00:00:00+00:00", "environment": {}, "values": {"matmul_bfloat16": 234e12}}
+    save(ref, tmp_path / "a100.json")
+    n = prefill.exercise_numbers(est, sweep, where=tmp_path)
+    assert n["gpu_eff_pct"] == pytest.approx(75) and "another GPU than the H100 (A100 SXM 80GB)" in n["gpu_cores_text"]
+    assert n["gpu_probe_label"] == "reference run: NVIDIA A100-SXM4-80GB, 2026-12-02"
+    n = prefill.exercise_numbers(est, sweep)  # the repository's own: an H200, the H100's tensor cores
+    assert "H100's tensor cores" in n["gpu_cores_text"] and 70 < n["gpu_eff_pct"] < 90

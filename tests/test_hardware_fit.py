@@ -115,10 +115,14 @@ def test_matmul_at_a_models_shape(monkeypatch):
         hardware.measure_matmul("cpu", torch.float32, shape=(0, 4, 5))
 
 
-def test_the_h200_row_carries_what_was_measured_on_one():
-    h200 = hardware.ACCELERATORS["H200 SXM"]
-    assert 0.7 < h200.measured["matmul_bfloat16"] / h200.flops < 0.9  # ~790 of 989 TFLOP/s
+def test_the_table_holds_datasheets_only():
+    # What one H200 measured lives in its reference run (references/), not in the table.
+    assert all(not hw.measured for hw in hardware.ACCELERATORS.values())
     assert hardware.ACCELERATORS["H100 SXM"].memory == 81_559 * 2**20  # as nvidia-smi reports it
+    assert hardware.table_row("NVIDIA H200").name == "H200 SXM"
+    assert hardware.table_row("NVIDIA H100 80GB HBM3").name == "H100 SXM"
+    assert hardware.table_row("NVIDIA A100-SXM4-80GB").name == "A100 SXM 80GB"
+    assert hardware.table_row("AMD EPYC") is None
 
 
 def test_op_overhead_is_a_few_microseconds_or_more():

@@ -63,7 +63,7 @@ def input_major(weight: torch.Tensor, for_numpy: bool) -> torch.Tensor:
     it adds x[i] times row i to the output, and streams long rows. `W @ h` with W stored (out, in) runs
     its "T" kernel: one dot product per output, over rows as long as the input. For matrices whose output
     is much longer than their input (q/k/v's 960 × 576 and gate/up's 3,072 × 576 in SmolLM2, and the LM
-    head's 49,152 × 576), N streamed faster on the host this layout was chosen on (the README's table);
+    head's 49,152 × 576), N streamed faster on the host this layout was chosen on (book/benchmarks.md);
     for w2 (576 × 1,536), T did. PyTorch reads the view.
     """
     return weight.t().contiguous().t() if for_numpy else weight

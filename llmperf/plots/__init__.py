@@ -85,3 +85,36 @@ def roofline(ax, devices, highlight: dict | None = None, intensity=(0.1, 1e4)):
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
     ax.set_ylabel("attainable performance (FLOP/s)")
     return ax
+
+
+REFERENCE_COLORS = ("#4f9a5a", "#e39b2b", "#7b5ea7", "#8c564b", "#17becf")  # one per reference run
+REFERENCE_MARKERS = ("s", "D", "^", "v", "P")
+
+
+def reference_series(ax, others, figure_name: str, *, scale_y: float = 1.0, relative: bool = False,
+                     suffix: str = "", x_of=None) -> int:
+    """Draw every committed reference's series for `figure_name` on `ax`, beside this machine's points.
+
+    `others` is the chapter's `reference.compare.Comparison` (None: draw nothing); each reference is a colour
+    and a marker of its own, joined by a thin line, labelled with what the reference is. `relative` divides
+    each series by its first value; `x_of` maps the x values. If the axis then spans more than a factor of 30,
+    it turns logarithmic, so that a GPU's milliseconds and a CPU's seconds can both be read. Returns how many
+    series it drew."""
+    import itertools
+
+    if others is None:
+        return 0
+    drawn = others.series(figure_name)
+    for (label, xs, ys), color, marker in zip(drawn, itertools.cycle(REFERENCE_COLORS),
+                                              itertools.cycle(REFERENCE_MARKERS)):
+        ys = [y / ys[0] for y in ys] if relative else [y * scale_y for y in ys]
+        xs = [x_of(x) for x in xs] if x_of else xs
+        ax.plot(xs, ys, marker + "-", color=color, ms=5, lw=0.8, label=label + suffix, zorder=3)
+    if drawn:
+        for axis, scale, set_scale in (("x", ax.get_xscale(), ax.set_xscale), ("y", ax.get_yscale(), ax.set_yscale)):
+            data = [float(v) for line in ax.get_lines() if line.get_transform() == ax.transData  # not axhline's
+                    for v in (line.get_xdata() if axis == "x" else line.get_ydata()) if float(v) > 0]
+            if scale == "linear" and data and max(data) / min(data) > 30:
+                set_scale("log")
+        ax.legend(fontsize=8)
+    return len(drawn)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import MEASURED, PALETTE, PREDICTED, figure
+from . import MEASURED, PALETTE, PREDICTED, figure, reference_series
 
 
-def step_times(sweep):
-    """One step of each loop against the sequence length (a `StepSweep`): measured points and line fits."""
+def step_times(sweep, others=None):
+    """One step of each loop against the sequence length (a `StepSweep`): measured points and line fits; and
+    each committed reference's steps (`others`, a reference.compare.Comparison)."""
     fig, ax = figure()
     grid = np.linspace(sweep.positions[0], sweep.positions[-1], 50)
     ms = 1e3
@@ -21,6 +22,8 @@ def step_times(sweep):
     ax.set_yscale("log")
     ax.set_title(f"{sweep.model}, one step of each loop, {sweep.device}, {sweep.dtype}")
     ax.legend()
+    reference_series(ax, others, "step_times_naive", suffix=", naive")
+    reference_series(ax, others, "step_times_cached", suffix=", cached")
     return fig
 
 

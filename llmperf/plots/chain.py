@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import FIT, PREDICTED, figure, measured_vs_line
+from . import FIT, PREDICTED, figure, measured_vs_line, reference_series
 
 
-def latency_line(line):
-    """Measured end-to-end times, the fitted line and the prediction TTFT + (N − 1)·step (a LatencyLine)."""
+def latency_line(line, others=None):
+    """Measured end-to-end times, the fitted line and the prediction TTFT + (N − 1)·step (a LatencyLine), and
+    each committed reference's measured times (`others`, a reference.compare.Comparison)."""
     fig, ax = figure()
     xs = np.linspace(0, line.Ns[-1], 50)
     measured_vs_line(ax, line.Ns, line.e2e, xs, line.line(xs), measured_label="measured",
@@ -16,6 +17,7 @@ def latency_line(line):
                      title="Latency grows by one step per token")
     ax.plot(line.Ns, line.predicted, "x--", color=PREDICTED, label="TTFT + (N − 1)·step, predicted")
     ax.legend()
+    reference_series(ax, others, "latency_line", scale_y=1e-3)
     return fig
 
 

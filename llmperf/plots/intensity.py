@@ -7,7 +7,8 @@ import dataclasses
 import matplotlib.ticker as ticker
 
 from .. import hardware
-from . import FIT, MEASURED, PREDICTED, figure, log2_axis, roofline as draw_roofline
+from . import FIT, MEASURED, PREDICTED, REFERENCE_COLORS, figure, log2_axis, reference_series
+from . import roofline as draw_roofline
 
 
 def _log2_batches(ax, batches) -> None:
@@ -15,9 +16,10 @@ def _log2_batches(ax, batches) -> None:
     ax.legend()
 
 
-def batch_sweep(sweep):
+def batch_sweep(sweep, others=None):
     """Left, one decode step's time against batch size; right, the tokens per second it yields (log scale):
-    measured, bytes ÷ bandwidth, and the roofline part by part. `sweep`: a BatchSweep."""
+    measured, bytes ÷ bandwidth, and the roofline part by part. `sweep`: a BatchSweep; `others` (a
+    reference.compare.Comparison) adds each reference's tokens/s on the right."""
     fig, (ax, ax2) = figure(ncols=2, width=11)
     b = sweep.batches
     ax.plot(b, [t * 1e3 for t in sweep.bandwidth_s], "-", color=PREDICTED, label="bytes ÷ bandwidth (predicted)")
@@ -35,6 +37,8 @@ def batch_sweep(sweep):
     ax2.set_title("tokens per second across the batch")
     for a in (ax, ax2):
         _log2_batches(a, b)
+    if reference_series(ax2, others, "batch_sweep"):
+        _log2_batches(ax2, sorted({*b, *(x for _, xs, _ in others.series("batch_sweep") for x in xs)}))
     return fig
 
 
@@ -65,9 +69,10 @@ def latency_throughput(sweep, predicted):
     return fig
 
 
-def roofline(roofs, sweep):
+def roofline(roofs, sweep, others=None):
     """The roofs of the table's accelerators and of this machine (a Roofs), the batch sweep's measured steps
-    (a BatchSweep) at their intensity and achieved FLOP rate, and the Llama-3-8B step's intensity at batch 1."""
+    (a BatchSweep) at their intensity and achieved FLOP rate, and the Llama-3-8B step's intensity at batch 1;
+    and each committed reference's probed roof and measured steps (`others`, a reference.compare.Comparison)."""
     fig, ax = figure(width=8, height=5)
     here_label = f"this machine, probed, {roofs.dtype}"
     draw_roofline(ax, [*hardware.ACCELERATORS.values(), dataclasses.replace(roofs.here, name=here_label)],
@@ -75,15 +80,31 @@ def roofline(roofs, sweep):
     achieved = [f / t for f, t in zip(sweep.nflops, sweep.step_s)]
     ax.plot(sweep.intensity, achieved, "o", color=MEASURED, ms=7, zorder=5, label="SmolLM2 decode step, measured")
     _label_batches(ax, sweep.batches, sweep.intensity, achieved, offset=(4, -11))
+    _reference_roofs(ax, others)
     ax.axvline(roofs.intensity_exact, color=FIT, ls=":", label="Llama-3-8B decode, batch 1")
     ax.set_title("Roofline: table accelerators, this machine, and the measured decode step")
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     return fig
 
 
-def context_sweep(sweep):
+def _reference_roofs(ax, others) -> None:
+    """Each reference's probed roof (thin, dashed) and its batch sweep's steps at their intensity and rate."""
+    if others is None:
+        return
+    import numpy as np
+
+    x = np.logspace(-1, 4, 200)
+    for (label, flops), (_, bandwidth), color in zip(others.values("roof_flops"), others.values("roof_bandwidth"),
+                                                      REFERENCE_COLORS):
+        ax.plot(x, np.minimum(flops, x * bandwidth), "--", color=color, lw=1.2, label=f"{label}, probed roof")
+    reference_series(ax, others, "roofline", suffix=", measured steps")
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+
+
+def context_sweep(sweep, others=None):
     """Growth relative to the shortest context, log–log: the context itself, the bytes model's predicted TPOT
-    and the measured TPOT. `sweep`: a ContextSweep."""
+    and the measured TPOT. `sweep`: a ContextSweep; `others` (a reference.compare.Comparison) adds each
+    reference's measured growth."""
     fig, ax = figure()
     c = sweep.contexts
     ax.plot(c, [x / c[0] for x in c], ":", color=FIT, label="context length (relative)")
@@ -97,4 +118,7 @@ def context_sweep(sweep):
     ax.set_ylabel(f"relative to {c[0]} tokens (×)")
     ax.set_title(f"SmolLM2-135M decode step against context, batch {sweep.batch}, {sweep.device_type}")
     ax.legend()
+    if reference_series(ax, others, "context_sweep", relative=True, suffix=", measured TPOT"):
+        ax.set_xticks(sorted({*c, *(x for _, xs, _ in others.series("context_sweep") for x in xs)}))
+        ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:,.0f}"))
     return fig

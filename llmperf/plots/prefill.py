@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from . import FIT, MEASURED, PREDICTED, figure, measured_vs_line
+from . import FIT, MEASURED, PREDICTED, figure, measured_vs_line, reference_series
 
 
 def _ms(seconds) -> list[float]:
     return [float(t) * 1e3 for t in seconds]
 
 
-def ttft_figure(sweep):
+def ttft_figure(sweep, others=None):
     """Left: measured TTFT against the compute-bound prediction (causal, and full attention dashed) and the
     fitted parabola. Right: the FLOP rate each prefill achieved, against the probe at the model's shape.
-    `sweep` is a `TTFTSweep`."""
+    `sweep` is a `TTFTSweep`; `others` (a reference.compare.Comparison) adds each reference's measured TTFT on
+    the left."""
     grid, causal, full = sweep.predicted_curve()
     fig, (ax, ax2) = figure(ncols=2, width=11)
     measured_vs_line(ax, sweep.lengths, _ms(sweep.ttft), grid, _ms(causal),
@@ -22,6 +23,7 @@ def ttft_figure(sweep):
     ax.plot(grid, _ms(full), "--", color=PREDICTED, label="predicted, full attention")
     ax.plot(grid, _ms(sweep.fit(grid)), "-", color=FIT, label="fit a + b·S + c·S²")
     ax.legend()
+    reference_series(ax, others, "ttft")
     ax2.plot(sweep.lengths, [r / 1e9 for r in sweep.achieved], "o-", color=MEASURED, label="achieved by the prefill")
     ax2.axhline(sweep.matmul_rate / 1e9, color=PREDICTED, ls="--", label="probe at the model's shape")
     ax2.set_ylim(bottom=0)

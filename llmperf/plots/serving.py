@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from . import FIT, MEASURED, PALETTE, PREDICTED, figure, log2_axis
+from . import FIT, MEASURED, PALETTE, PREDICTED, figure, log2_axis, reference_series
 from ..chapters.serving import MLPERF_LIMITS
 
 
-def exchange_rate(sweep):
+def exchange_rate(sweep, others=None):
     """Left: the server's output tokens/s against each user's, one point per max batch size, with MLPerf's
     TPOT limits as floors on a user's rate. Right: median and p99 TTFT against the batch size, with MLPerf's
-    TTFT limits."""
+    TTFT limits. `others` (a reference.compare.Comparison) adds each reference's curve on the left."""
     fig, (ax, ax2) = figure(ncols=2, width=10)
     batches, per_user, agg = sweep.batches, sweep.per_user, sweep.tok_s
     ax.plot(per_user, agg, "o-", color=MEASURED)
@@ -22,6 +22,7 @@ def exchange_rate(sweep):
     ax.set_ylabel("output tokens/s, whole server")
     ax.set_title("The exchange rate: server against user")
     ax.legend(loc="upper right")
+    reference_series(ax, others, "exchange_rate")
     ax2.plot(batches, sweep.percentile("ttft", "median"), "o-", color=MEASURED, label="median")
     ax2.plot(batches, sweep.percentile("ttft", "p99"), "s--", color=MEASURED, alpha=0.6, label="p99")
     for (name, (ttft, _)), color in limits:

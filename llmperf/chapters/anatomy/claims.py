@@ -49,8 +49,8 @@ def graph_result(device_type: str, eager: float, graph: float | None, compiled: 
     """What recording the step in a CUDA Graph (and torch.compile's reduce-overhead mode) did, or, on a
     device without CUDA, why there was nothing to measure."""
     if device_type != "cuda" or graph is None:
-        return (f"This machine has no CUDA device ({device_type}), so the cell above measured nothing: a CUDA "
-                "Graph records GPU kernel launches, and a processor launches none. Its fixed cost per op is "
+        return (f"This machine has no CUDA device ({device_type}), so it replayed nothing: a CUDA Graph records "
+                "GPU kernel launches, and a processor launches none. Its fixed cost per op is "
                 "PyTorch's dispatch, which runs every time an op is called, and only calling fewer ops "
                 "lowers it")
     text = (f"Replayed from a CUDA Graph the step took {duration(graph)} against {duration(eager)} eager, "

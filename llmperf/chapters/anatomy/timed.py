@@ -108,11 +108,13 @@ class Replay:
         return {"graph_text": claims.graph_result(self.device, self.eager, self.graph, self.compiled,
                                                   self.bandwidth_time)}
 
-    def table(self):
+    def table(self, others=None):
+        """This machine's three steps; where it has no CUDA, the GPU references' (`others`, the chapter's
+        reference.compare.Comparison), or one line saying that none is committed yet."""
         import pandas as pd
 
         if self.skipped:
-            return pd.DataFrame({"not measured": [self.skipped]}).style.hide(axis="index")
+            return _reference_steps(self.skipped, others)
         rows = [{"step": name, "time (ms)": t * 1e3, "× bytes/BW": t / self.bandwidth_time,
                  "largest logit difference from eager": gap}
                 for name, t, gap in (("eager", self.eager, 0.0), ("CUDA Graph", self.graph, self.graph_gap),
@@ -126,6 +128,24 @@ class Replay:
         if self.skipped:
             return
         assert self.graph_matches and self.graph < self.eager, (self.graph_matches, self.graph, self.eager)
+
+
+def _reference_steps(skipped: str, others):
+    """The GPU references' eager, graph and compiled steps, in place of this machine's, which has no CUDA."""
+    import pandas as pd
+
+    from ...reference.compare import show
+    from ...reference.results import ROWS
+    from ...reference.sentences import no_gpu_line
+
+    gpus = [r for r in (others.refs if others is not None else []) if r.gpu]
+    if not gpus:
+        return pd.DataFrame({"not measured here": [f"{skipped}. {no_gpu_line()}"]}).style.hide(axis="index")
+    keys = ("kernels_per_step", "eager_ms", "graph_ms", "compiled_ms", "launch_removed_pct")
+    rows = [row for row in ROWS["anatomy"] if row.key in keys]
+    return pd.DataFrame({r.label: [show(row, r.results) for row in rows] for r in gpus},
+                        index=pd.Index([f"{row.label} ({row.unit})" if row.unit else row.label for row in rows],
+                                       name=f"not measured here ({skipped})"))
 
 
 GRAPH_NEEDS = "CUDA Graphs and torch.compile's reduce-overhead mode need a CUDA device"

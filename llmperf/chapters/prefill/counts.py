@@ -23,7 +23,6 @@ from ...profiling import count_flops
 
 EXAMPLE = "llama-3-8b"  # the chapter's worked example
 RIDGE_DEVICE = "H100 SXM"  # the device whose ridge point the text sets the example against
-MEASURED_GPU = "H200 SXM"  # the GPU whose measured bf16 matmul rate the exercises borrow (same tensor cores)
 PROMPTS = (2_000, 32_000)  # the example's short and long prompt (tokens)
 T = 1e12
 
@@ -163,15 +162,30 @@ def count_check(s) -> FlopCheck:
     return FlopCheck(cfg.name, rows)
 
 
-def exercise_numbers(est: Estimates, sweep) -> dict[str, object]:
+def measured_gpu(where=None):
+    """The newest committed GPU reference that probed a bfloat16 matmul on a device of the accelerator table:
+    (its reference.compare.Probes, its table row). What a real GPU reaches comes from a real run, never from
+    this code."""
+    from ...reference.compare import folder, gpu_probes
+
+    for probes in gpu_probes(where):
+        row = hardware.table_row(probes.device_name)
+        if row is not None and "matmul_bfloat16" in probes.values:
+            return probes, row
+    raise FileNotFoundError(f"No GPU reference run with a bfloat16 matmul probe is in {where or folder()}; the "
+                            "exercise needs one (the repository's references/ holds one).")
+
+
+def exercise_numbers(est: Estimates, sweep, where=None) -> dict[str, object]:
     """The exercises' answers: Llama-3-70B's cost per token and crossover (and each model's crossover ÷ d_model),
     the example's short prompt on an H100 SXM (causal, logits for the last position) at its datasheet peak and at
     the share of it a measured H200 reached, its gate projection's intensity, and the sweep's model at twice the
     sweep's longest prompt at the probed rate (`sweep`: a `timings.TTFTSweep`)."""
-    l70, hw, gpu = get_config("llama-3-70b"), hardware.ACCELERATORS[RIDGE_DEVICE], hardware.ACCELERATORS[MEASURED_GPU]
+    l70, hw = get_config("llama-3-70b"), hardware.ACCELERATORS[RIDGE_DEVICE]
+    probes, gpu = measured_gpu(where)
     S = est.rows[0].seq_len
     flops = cost.prefill_flops(est.model, S, attention="causal", logits_for=1).total
-    efficiency = gpu.measured["matmul_bfloat16"] / gpu.flops
+    efficiency = probes.values["matmul_bfloat16"] / gpu.flops
     long = 2 * sweep.lengths[-1]
     long_flops = cost.prefill_flops(sweep.model, long, attention="causal", logits_for=1)
     return {
@@ -179,7 +193,10 @@ def exercise_numbers(est: Estimates, sweep) -> dict[str, object]:
         "l70_ratio": cost.prefill_attention_crossover(l70) / l70.d_model, "l8_ratio": est.crossover / est.d_model,
         "smol_ratio": est.setup_crossover / est.setup_d_model,
         "h100_tflop": flops / T, "h100_peak_tflops": hw.flops / T, "h100_ttft_ms": flops / hw.flops * 1e3,
-        "h200_eff_pct": 100 * efficiency, "h100_ttft_real_ms": flops / (efficiency * hw.flops) * 1e3,
+        "gpu_eff_pct": 100 * efficiency, "h100_ttft_real_ms": flops / (efficiency * hw.flops) * 1e3,
+        "gpu_probe_label": probes.label, "gpu_probe_device": probes.device_name,
+        "gpu_cores_text": ("which has the H100's tensor cores (the same datasheet peak)" if gpu.flops == hw.flops
+                           else f"another GPU than the H100 ({gpu.name}), so take its fraction as a guide only"),
         "gate_intensity": cost.matmul_intensity(S, est.d_model, est.d_ff),  # (S, K) @ (K, N), the gate projection
         "ex_long_S": long, "ex_long_gflop": long_flops.total / 1e9,
         "ex_long_attn_pct": 100 * long_flops.attention / long_flops.total,

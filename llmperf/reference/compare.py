@@ -1,0 +1,188 @@
+"""The committed references beside this machine: a chapter's comparison table, figure series and sentences.
+
+`references(chapter)` finds the files in the repository's `references/` folder
+(or the folder LLMPERF_REFERENCES names) that hold `chapter`, GPUs first.
+`Comparison(chapter)` holds them for one chapter: its figures draw their series,
+and `table(here)` and `text(here)` set them beside this machine's results
+(`here`, from `results.RESULTS[chapter]`). A result a reference lacks, because it was
+written by an older llmperf, is shown as "not in this reference"; a result
+that does not apply to a device (a CUDA Graph on a CPU) as "—". No torch.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import NamedTuple
+
+from . import fileformat
+from .results import ROWS, SERIES
+
+FOLDER = Path(__file__).resolve().parents[2] / "references"  # the repository's committed references
+NOT_IN = "not in this reference"
+NOT_APPLICABLE = "—"
+
+
+class ChapterReference(NamedTuple):
+    """One reference's entry for one chapter, and what to call it."""
+
+    label: str  # "reference run: NVIDIA H200, 2026-12-02"
+    device_type: str  # "cuda", "cpu", "mps"
+    weights: str
+    results: dict
+    path: str
+
+    @property
+    def gpu(self) -> bool:
+        return self.device_type == "cuda"
+
+
+def folder() -> Path:
+    return Path(os.environ.get("LLMPERF_REFERENCES") or FOLDER)
+
+
+def committed(where=None) -> list[tuple[Path, dict]]:
+    """Every reference file in `where` (default `folder()`), loaded and checked, by file name."""
+    where = Path(where) if where is not None else folder()
+    return [(path, fileformat.load(path)) for path in sorted(where.glob("*.json"))] if where.is_dir() else []
+
+
+def label(ref: dict, entry: dict) -> str:
+    """What a reference is: its device and the date its chapter ran (and a CPU's core count)."""
+    name, env = ref["device"]["name"], entry.get("environment") or {}
+    if ref["device"]["type"] == "cpu" and env.get("cpu_count"):
+        name = f"{name}, {env['cpu_count']} cores"
+    return f"reference run: {name}, {entry['date'][:10]}"
+
+
+def references(chapter: str, where=None) -> list[ChapterReference]:
+    """The committed references that hold `chapter`: GPUs first, then by date, newest first."""
+    found = [ChapterReference(label(ref, ref["chapters"][chapter]), ref["device"]["type"],
+                              ref["chapters"][chapter]["weights"], ref["chapters"][chapter]["results"], str(path))
+             for path, ref in committed(where) if chapter in ref["chapters"]]
+    found.sort(key=lambda r: r.label.rsplit(", ", 1)[-1], reverse=True)
+    return sorted(found, key=lambda r: not r.gpu)
+
+
+class Probes(NamedTuple):
+    """One reference's probes: what its device measured before the chapters ran."""
+
+    label: str  # "reference run: NVIDIA H200, 2026-11-29"
+    device_name: str
+    values: dict  # {"read_bandwidth": B/s, "copy_bandwidth": B/s, "matmul_float32": FLOP/s, ...}
+
+
+def gpu_probes(where=None) -> list[Probes]:
+    """The probes of every committed GPU reference, newest first."""
+    found = [Probes(label(ref, ref["probes"]), ref["device"]["name"], ref["probes"]["values"])
+             for _, ref in committed(where) if ref["device"]["type"] == "cuda" and ref.get("probes")]
+    return sorted(found, key=lambda p: p.label.rsplit(", ", 1)[-1], reverse=True)
+
+
+def show(row, results: dict) -> str:
+    """One cell of a comparison table: the row's value in `results`, formatted, or why there is none."""
+    if row.key not in results:
+        return NOT_IN
+    value = results[row.key]
+    if isinstance(value, list):
+        value = (value[0] if row.pick == "first" else value[-1]) if value else None
+    if value is None:
+        return NOT_APPLICABLE
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = value * row.scale
+    try:
+        return row.fmt.format(value)
+    except (TypeError, ValueError):  # an older file's value of another kind: it lacks this one
+        return NOT_IN
+
+
+def _numbers(value) -> bool:
+    return (isinstance(value, list) and len(value) > 0
+            and all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in value))
+
+
+class Comparison:
+    """The committed references that hold one chapter, to set beside this machine's results: a chapter makes
+    one at its start (its figures draw the references' series) and shows `table(here)` and `sentences(here)`
+    at its end, `here` being its results (`results.RESULTS[chapter]` of its records)."""
+
+    def __init__(self, chapter: str, refs: list[ChapterReference] | None = None, where=None):
+        if chapter not in ROWS:
+            raise ValueError(f"No chapter named {chapter!r}; the chapters are {', '.join(ROWS)}.")
+        self.chapter = chapter
+        self.refs = references(chapter, where) if refs is None else refs
+
+    @property
+    def has_gpu(self) -> bool:
+        return any(r.gpu for r in self.refs)
+
+    def table(self, here: dict | None = None):
+        """A DataFrame: one row per key result (with its unit), a column for this machine (unless `here` is None)
+        and one per reference."""
+        import pandas as pd
+
+        rows = ROWS[self.chapter]
+        index = [f"{row.label} ({row.unit})" if row.unit else row.label for row in rows]
+        columns = {} if here is None else {"this machine": [show(row, here) for row in rows]}
+        for ref in self.refs:
+            columns[ref.label] = [show(row, ref.results) for row in rows]
+        return pd.DataFrame(columns, index=pd.Index(index, name="result"))
+
+    def series(self, figure: str) -> list[tuple[str, list, list]]:
+        """(label, xs, ys) of each reference for one of the chapter's figures (`results.SERIES`), leaving out a
+        reference that lacks either list."""
+        x, y = SERIES[self.chapter][figure]
+        return [(r.label, r.results[x], r.results[y]) for r in self.refs
+                if _numbers(r.results.get(x)) and _numbers(r.results.get(y))
+                and len(r.results[x]) == len(r.results[y])]
+
+    def values(self, key: str) -> list[tuple[str, object]]:
+        """(label, value) of `key` in each reference that has it."""
+        return [(r.label, r.results[key]) for r in self.refs if key in r.results]
+
+    def text(self, here: dict) -> str:
+        """Markdown: a sentence per reference, chosen from its numbers (`sentences`), and one line saying so where
+        no GPU reference holds this chapter."""
+        from .sentences import no_gpu_line, sentence
+
+        lines = [sentence(self.chapter, ref, here) for ref in self.refs]
+        if not self.has_gpu:
+            lines.append(no_gpu_line())
+        return "\n\n".join(lines)
+
+    def sentences(self, here: dict):
+        """`text(here)` as rendered Markdown in a notebook (IPython's Markdown display)."""
+        from IPython.display import Markdown
+
+        return Markdown(self.text(here))
+
+
+def overview(where=None):
+    """A DataFrame, one row per committed reference file: its device, software, weights, chapters and probes."""
+    import pandas as pd
+
+    rows = []
+    for path, ref in committed(where):
+        entries = list(ref["chapters"].values()) or ([ref["probes"]] if ref.get("probes") else [])
+        env = entries[-1].get("environment", {}) if entries else {}
+        dates = sorted(e["date"][:10] for e in entries)
+        probes = (ref.get("probes") or {}).get("values", {})
+
+        def rate(key, unit):
+            if key not in probes:
+                return NOT_IN
+            value = probes[key] / unit
+            return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+        rows.append({
+            "file": f"references/{path.name}", "device": ref["device"]["name"], "kind": ref["device"]["type"],
+            "run": dates[0] if dates and dates[0] == dates[-1] else (f"{dates[0]} to {dates[-1]}" if dates else "—"),
+            "torch": env.get("torch", NOT_IN), "chapters": ", ".join(ref["chapters"]) or "none (probes only)",
+            "weights": "; ".join(sorted({e["weights"] for e in ref["chapters"].values()})) or "—",
+            "sizes cut": "; ".join(sorted({f"{k}={v}" for e in ref["chapters"].values()
+                                          for k, v in (e.get("cut") or {}).items()})) or "none",
+            "read (GB/s)": rate("read_bandwidth", 1e9), "copy (GB/s)": rate("copy_bandwidth", 1e9),
+            "float32 matmul (TFLOP/s)": rate("matmul_float32", 1e12),
+            "bfloat16 matmul (TFLOP/s)": rate("matmul_bfloat16", 1e12),
+            "one tiny op (µs)": rate("op_overhead", 1e-6)})
+    return pd.DataFrame(rows).set_index("file") if rows else pd.DataFrame({"file": [], "device": []})
