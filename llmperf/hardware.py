@@ -95,10 +95,12 @@ PUBLISHED: dict[str, PublishedDecode] = {
 
 
 def table_row(name: str) -> Accelerator | None:
-    """The row of ACCELERATORS for a device as its driver names it ("NVIDIA H200" -> "H200 SXM"): the first row
-    whose model (its name's first word) is a word of `name`; None for a device the table lacks."""
+    """The row of ACCELERATORS for a device as its driver names it ("NVIDIA H200" -> "H200 SXM"): of the rows
+    whose model (the row name's first word) is a word of `name`, the one sharing most words with it ("NVIDIA
+    H100 PCIe" -> "H100 PCIe"; a tie goes to the first row); None for a device the table lacks."""
     words = set(name.replace("-", " ").split())
-    return next((hw for name, hw in ACCELERATORS.items() if name.split()[0] in words), None)
+    rows = [(len(words & set(row.split())), hw) for row, hw in ACCELERATORS.items() if row.split()[0] in words]
+    return max(rows, key=lambda r: r[0], default=(0, None))[1]
 
 
 def ridge_point(hw: Accelerator) -> float:

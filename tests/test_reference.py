@@ -39,8 +39,8 @@ def gpu_copy(ref):
     for entry in gpu["chapters"].values():
         entry["date"] = "2026-12-02T10:00:00+00:00"
     r = gpu["chapters"]["anatomy"]["results"]
-    r.update(kernels_per_step=1418, graph_ms=r["eager_ms"] / 3, compiled_ms=r["eager_ms"] / 4,
-             launch_removed_pct=100 * (1 - 1 / 3))
+    r.update(kernels_per_step=1418, eager_ms=r["plain_step_ms"], graph_ms=r["plain_step_ms"] / 3,
+             compiled_ms=r["plain_step_ms"] / 4, launch_removed_pct=100 * (1 - 1 / 3))
     return gpu
 
 
@@ -80,8 +80,8 @@ def test_tiny_reference_round_trips(tiny_run, tmp_path):
      '"chapters" must be'),
     ('{"format": "llmperf-reference", "version": 1, "device": {"type": "cpu", "name": "x"}, '
      '"chapters": {"chain": {"date": "2026", "environment": {}, "weights": "w", "records": {}}}}', '"results"'),
-    ('{"format": "llmperf-reference", "version": 1, "device": {"type": "cpu", "name": "x"}, "chapters": {"chain": '
-     '{"date": "2026", "environment": {}, "weights": "w", "records": {}, "results": {"a": {"b": 1}}}}}', 'result "a"'),
+    ('{"format": "llmperf-reference", "version": 1, "device": {"type": "cpu", "name": "x"}, "chapters": {}, '
+     '"probes": {"date": "2026", "values": {}, "environment": []}}', '"environment" object'),
 ])
 def test_malformed_files_name_themselves(tmp_path, text, words):
     path = tmp_path / "bad.json"
@@ -135,14 +135,24 @@ def test_command_line_merges_a_partial_run(tiny_run, tmp_path, capsys):
     (["--out", "{bad}"], "not valid JSON"),
     (["--out", "{gpu}"], "One file describes one machine"),
     (["--out", "{new}", "--preset", "tiny", "--cut", "no_such_size=3"], "names no size"),
+    (["--out", "{new}", "--cut", "decode_batches=64"], "is a sweep"),
+    (["--out", "{new}", "--cut", "serve_requests=0"], "whole number of 1 or more"),
+    (["--out", "{new}", "--cut", "prefill_model=gpt-5"], "takes a model preset"),
+    (["--out", "{new_txt}"], "a reference is a .json file"),
+    (["--out", "{new}", "--device", "cuda"], "CUDA was requested"),
 ])
 def test_command_line_refuses_before_running(tiny_run, tmp_path, capsys, argv, words):
     (tmp_path / "bad.json").write_text("{oops")
     save(gpu_copy(tiny_run[1]), tmp_path / "gpu.json")
-    argv = [a.format(bad=tmp_path / "bad.json", gpu=tmp_path / "gpu.json", new=tmp_path / "new.json") for a in argv]
+    argv = [a.format(bad=tmp_path / "bad.json", gpu=tmp_path / "gpu.json", new=tmp_path / "new.json",
+                     new_txt=tmp_path / "new.txt") for a in argv]
+    if "--device" not in argv:
+        argv += ["--device", "cpu"]
+    elif torch.cuda.is_available():
+        pytest.skip("this machine has CUDA: asking for it is no error here")
     threads = torch.get_num_threads()
     try:
-        assert main([*argv, "--device", "cpu"]) == 2
+        assert main(argv) == 2
     finally:
         torch.set_num_threads(threads)
     assert words in capsys.readouterr().err
@@ -322,3 +332,30 @@ def test_the_runner_needs_no_jupyter(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     assert set(load(tmp_path / "r.json")["chapters"]) == set(fileformat.CHAPTERS)
+
+
+def test_more_sentence_branches():
+    assert "tokens/s fell to 0.50 times" in sentence_of("intensity", tok_per_s_gain=0.5)
+    assert "the server’s output stayed about the same" in sentence_of("serving", serve_gain=1.02)
+    gpu = dict(ops_per_step=1600, plain_step_ms=30.0, op_us=12.0, fixed_share_pct=60.0, eager_ms=30.0,
+               graph_ms=10.0, compiled_ms=None, kernels_per_step=None, launch_removed_pct=66.7)
+    ref = compare.ChapterReference("reference run: X, 2026-12-02", "cuda", "w", gpu, "x.json")
+    text = sentences.sentence("anatomy", ref, {})
+    assert "the profiler counted no kernels" in text and "removed 67 %" in text and "torch.compile" not in text
+    same = ref._replace(results={**gpu, "graph_ms": 29.5, "launch_removed_pct": 1.7, "kernels_per_step": 1418})
+    text = sentences.sentence("anatomy", same, {})
+    assert "1,418 kernels" in text and "about as fast as eager" in text and "removed" not in text
+
+
+def test_a_bad_file_is_left_out_of_a_chapter_and_named(tiny_run, tmp_path):
+    save(tiny_run[1], tmp_path / "good.json")
+    (tmp_path / "broken.json").write_text("{oops")
+    others = compare.Comparison("chain", where=tmp_path)
+    assert len(others.refs) == 1 and "broken.json" in others.text({}) and "not valid JSON" in others.text({})
+    with pytest.raises(ReferenceFileError, match="broken.json"):  # the strict loader, as the command line uses
+        compare.committed(tmp_path)
+
+
+def test_a_series_names_the_model_it_timed(folder):
+    (label, xs, ys), _ = compare.Comparison("prefill", where=folder).series("ttft")
+    assert label == f"{GPU_LABEL}, tiny" and len(xs) == len(ys)

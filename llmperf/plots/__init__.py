@@ -8,6 +8,7 @@ measurements as markers, predictions and fits as lines.
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
+import matplotlib.ticker as ticker
 
 MEASURED = "#1f4e79"   # dark blue: what this machine did
 PREDICTED = "#c0504d"  # brick red: what the cost model says
@@ -92,29 +93,37 @@ REFERENCE_MARKERS = ("s", "D", "^", "v", "P")
 
 
 def reference_series(ax, others, figure_name: str, *, scale_y: float = 1.0, relative: bool = False,
-                     suffix: str = "", x_of=None) -> int:
+                     suffix: str = "", marker: str | None = None, linestyle: str = "-") -> int:
     """Draw every committed reference's series for `figure_name` on `ax`, beside this machine's points.
 
     `others` is the chapter's `reference.compare.Comparison` (None: draw nothing); each reference is a colour
-    and a marker of its own, joined by a thin line, labelled with what the reference is. `relative` divides
-    each series by its first value; `x_of` maps the x values. If the axis then spans more than a factor of 30,
-    it turns logarithmic, so that a GPU's milliseconds and a CPU's seconds can both be read. Returns how many
-    series it drew."""
-    import itertools
-
+    and a marker of its own (`marker` overrides the marker: two series of one reference), joined by a thin
+    line, labelled with what the reference is. `scale_y` converts the reference's unit to the axis's;
+    `relative` divides each series by its first value instead, and the label says by which x. If the measured
+    points (every line with markers: this machine's and the references') then span more than a factor of 30
+    on an axis, that axis turns logarithmic, so that a GPU's milliseconds and a CPU's seconds can both be
+    read. Returns how many series it drew."""
     if others is None:
         return 0
     drawn = others.series(figure_name)
-    for (label, xs, ys), color, marker in zip(drawn, itertools.cycle(REFERENCE_COLORS),
-                                              itertools.cycle(REFERENCE_MARKERS)):
-        ys = [y / ys[0] for y in ys] if relative else [y * scale_y for y in ys]
-        xs = [x_of(x) for x in xs] if x_of else xs
-        ax.plot(xs, ys, marker + "-", color=color, ms=5, lw=0.8, label=label + suffix, zorder=3)
+    for i, (label, xs, ys) in enumerate(drawn):
+        color = REFERENCE_COLORS[i % len(REFERENCE_COLORS)]
+        shape = marker or REFERENCE_MARKERS[i % len(REFERENCE_MARKERS)]
+        if relative:
+            ys, label = [y / ys[0] for y in ys], f"{label}, relative to its {xs[0]:,}"
+        else:
+            ys = [y * scale_y for y in ys]
+        ax.plot(xs, ys, marker=shape, ls=linestyle, color=color, ms=5, lw=0.8, label=label + suffix, zorder=3)
     if drawn:
-        for axis, scale, set_scale in (("x", ax.get_xscale(), ax.set_xscale), ("y", ax.get_yscale(), ax.set_yscale)):
-            data = [float(v) for line in ax.get_lines() if line.get_transform() == ax.transData  # not axhline's
-                    for v in (line.get_xdata() if axis == "x" else line.get_ydata()) if float(v) > 0]
+        points = [line for line in ax.get_lines() if line.get_marker() not in (None, "None", "", " ")
+                  and line.get_transform() == ax.transData]
+        for data, scale, set_scale in (([v for p in points for v in p.get_xdata()], ax.get_xscale(), ax.set_xscale),
+                                       ([v for p in points for v in p.get_ydata()], ax.get_yscale(), ax.set_yscale)):
+            data = [float(v) for v in data if float(v) > 0]
             if scale == "linear" and data and max(data) / min(data) > 30:
                 set_scale("log")
+                axis = ax.xaxis if set_scale == ax.set_xscale else ax.yaxis
+                axis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:,g}"))
+                axis.set_minor_formatter(ticker.NullFormatter())
         ax.legend(fontsize=8)
     return len(drawn)

@@ -22,8 +22,8 @@ def step_times(sweep, others=None):
     ax.set_yscale("log")
     ax.set_title(f"{sweep.model}, one step of each loop, {sweep.device}, {sweep.dtype}")
     ax.legend()
-    reference_series(ax, others, "step_times_naive", suffix=", naive")
-    reference_series(ax, others, "step_times_cached", suffix=", cached")
+    reference_series(ax, others, "step_times_naive", suffix=", naive", marker="^", linestyle="--")
+    reference_series(ax, others, "step_times_cached", suffix=", cached", marker="v")
     return fig
 
 

@@ -94,9 +94,14 @@ def _reference_roofs(ax, others) -> None:
     import numpy as np
 
     x = np.logspace(-1, 4, 200)
-    for (label, flops), (_, bandwidth), color in zip(others.values("roof_flops"), others.values("roof_bandwidth"),
-                                                      REFERENCE_COLORS):
-        ax.plot(x, np.minimum(flops, x * bandwidth), "--", color=color, lw=1.2, label=f"{label}, probed roof")
+    drawn = 0
+    for ref in others.refs:
+        flops, bandwidth = ref.results.get("roof_flops"), ref.results.get("roof_bandwidth")
+        if all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in (flops, bandwidth)):
+            dtype = ref.results.get("roof_dtype")
+            ax.plot(x, np.minimum(flops, x * bandwidth), "--", color=REFERENCE_COLORS[drawn % len(REFERENCE_COLORS)],
+                    lw=1.2, label=f"{ref.label}, probed roof" + (f" ({dtype})" if isinstance(dtype, str) else ""))
+            drawn += 1
     reference_series(ax, others, "roofline", suffix=", measured steps")
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
 
@@ -118,7 +123,7 @@ def context_sweep(sweep, others=None):
     ax.set_ylabel(f"relative to {c[0]} tokens (×)")
     ax.set_title(f"SmolLM2-135M decode step against context, batch {sweep.batch}, {sweep.device_type}")
     ax.legend()
-    if reference_series(ax, others, "context_sweep", relative=True, suffix=", measured TPOT"):
+    if reference_series(ax, others, "context_sweep", relative=True, suffix=" tokens, measured TPOT"):
         ax.set_xticks(sorted({*c, *(x for _, xs, _ in others.series("context_sweep") for x in xs)}))
         ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:,.0f}"))
     return fig

@@ -8,6 +8,7 @@ same device keeps the chapters this run leaves out. See llmperf/reference/__init
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -50,6 +51,19 @@ def parse_cut(items) -> dict:
     return cut
 
 
+def check_out(path: Path) -> None:
+    """Refuse, before minutes of measuring, a file that could not be written or would never be shown."""
+    if path.suffix != ".json":
+        raise ValueError(f"--out {path}: a reference is a .json file (the chapters read references/*.json).")
+    folder = path.parent if str(path.parent) else Path(".")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ValueError(f"--out {path}: cannot create its folder ({err.strerror or err}).") from None
+    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise ValueError(f"--out {path}: not writable here.")
+
+
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
     try:
@@ -62,10 +76,16 @@ def main(argv=None) -> int:
             return 0
         if args.out is None:
             raise ValueError("--out FILE is needed: where to write the reference (e.g. references/my-laptop.json).")
+        check_out(args.out)
         old = fileformat.load(args.out) if args.out.exists() else None  # a malformed file fails before any run
         from ..device import device_name, pick_device
+        from .runner import check_cut
 
-        device = pick_device(args.device)
+        try:
+            device = pick_device(args.device)
+        except RuntimeError as err:  # asked for CUDA or MPS where there is none
+            raise ValueError(str(err)) from None
+        check_cut(cut, device.type)
         if old is not None:  # refuse a merge now, not after minutes of measuring
             fileformat.merge(old, fileformat.empty(device.type, device_name(device)), args.out)
         from tqdm import tqdm

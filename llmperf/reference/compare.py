@@ -41,25 +41,37 @@ def folder() -> Path:
     return Path(os.environ.get("LLMPERF_REFERENCES") or FOLDER)
 
 
-def committed(where=None) -> list[tuple[Path, dict]]:
-    """Every reference file in `where` (default `folder()`), loaded and checked, by file name."""
+def committed(where=None, problems: list | None = None) -> list[tuple[Path, dict]]:
+    """Every reference file in `where` (default `folder()`), loaded and checked, by file name.
+
+    A file that fails its check raises ReferenceFileError, naming it; given a `problems` list, the file is
+    left out and its error appended there instead (what a chapter does: one bad file must not stop a book)."""
     where = Path(where) if where is not None else folder()
-    return [(path, fileformat.load(path)) for path in sorted(where.glob("*.json"))] if where.is_dir() else []
+    found = []
+    for path in sorted(where.glob("*.json")) if where.is_dir() else []:
+        try:
+            found.append((path, fileformat.load(path)))
+        except fileformat.ReferenceFileError as err:
+            if problems is None:
+                raise
+            problems.append(str(err))
+    return found
 
 
 def label(ref: dict, entry: dict) -> str:
     """What a reference is: its device and the date its chapter ran (and a CPU's core count)."""
-    name, env = ref["device"]["name"], entry.get("environment") or {}
-    if ref["device"]["type"] == "cpu" and env.get("cpu_count"):
+    name, env = ref["device"]["name"], entry.get("environment")
+    if ref["device"]["type"] == "cpu" and isinstance(env, dict) and env.get("cpu_count"):
         name = f"{name}, {env['cpu_count']} cores"
     return f"reference run: {name}, {entry['date'][:10]}"
 
 
-def references(chapter: str, where=None) -> list[ChapterReference]:
-    """The committed references that hold `chapter`: GPUs first, then by date, newest first."""
+def references(chapter: str, where=None, problems: list | None = None) -> list[ChapterReference]:
+    """The committed references that hold `chapter`: GPUs first, then by date, newest first (`problems`: as
+    in `committed`)."""
     found = [ChapterReference(label(ref, ref["chapters"][chapter]), ref["device"]["type"],
                               ref["chapters"][chapter]["weights"], ref["chapters"][chapter]["results"], str(path))
-             for path, ref in committed(where) if chapter in ref["chapters"]]
+             for path, ref in committed(where, problems) if chapter in ref["chapters"]]
     found.sort(key=lambda r: r.label.rsplit(", ", 1)[-1], reverse=True)
     return sorted(found, key=lambda r: not r.gpu)
 
@@ -109,8 +121,8 @@ class Comparison:
     def __init__(self, chapter: str, refs: list[ChapterReference] | None = None, where=None):
         if chapter not in ROWS:
             raise ValueError(f"No chapter named {chapter!r}; the chapters are {', '.join(ROWS)}.")
-        self.chapter = chapter
-        self.refs = references(chapter, where) if refs is None else refs
+        self.chapter, self.problems = chapter, []  # problems: the files left out, and why
+        self.refs = references(chapter, where, self.problems) if refs is None else refs
 
     @property
     def has_gpu(self) -> bool:
@@ -131,8 +143,9 @@ class Comparison:
     def series(self, figure: str) -> list[tuple[str, list, list]]:
         """(label, xs, ys) of each reference for one of the chapter's figures (`results.SERIES`), leaving out a
         reference that lacks either list."""
-        x, y = SERIES[self.chapter][figure]
-        return [(r.label, r.results[x], r.results[y]) for r in self.refs
+        x, y, *named = SERIES[self.chapter][figure]
+        return [(", ".join([r.label, *(str(r.results[k]) for k in named if k in r.results)]), r.results[x],
+                 r.results[y]) for r in self.refs
                 if _numbers(r.results.get(x)) and _numbers(r.results.get(y))
                 and len(r.results[x]) == len(r.results[y])]
 
@@ -146,6 +159,7 @@ class Comparison:
         from .sentences import no_gpu_line, sentence
 
         lines = [sentence(self.chapter, ref, here) for ref in self.refs]
+        lines += [f"Left out: {problem}" for problem in self.problems]
         if not self.has_gpu:
             lines.append(no_gpu_line())
         return "\n\n".join(lines)
@@ -165,6 +179,7 @@ def overview(where=None):
     for path, ref in committed(where):
         entries = list(ref["chapters"].values()) or ([ref["probes"]] if ref.get("probes") else [])
         env = entries[-1].get("environment", {}) if entries else {}
+        env = env if isinstance(env, dict) else {}
         dates = sorted(e["date"][:10] for e in entries)
         probes = (ref.get("probes") or {}).get("values", {})
 

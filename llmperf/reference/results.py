@@ -64,7 +64,7 @@ def anatomy(profile, fixed, replay) -> dict:
             "plain_step_ms": fixed.plain * 1e3, "fused_step_ms": fixed.fused * 1e3, "op_us": fixed.op * 1e6,
             "fixed_share_pct": 100 * min(1.0, fixed.plain_ops * fixed.op / fixed.plain),
             "bytes_ms": fixed.bandwidth_time * 1e3,
-            "eager_ms": replay.eager * 1e3, "graph_ms": None if graph is None else graph * 1e3,
+            "eager_ms": None if graph is None else replay.eager * 1e3, "graph_ms": None if graph is None else graph * 1e3,
             "compiled_ms": None if replay.compiled is None else replay.compiled * 1e3,
             "launch_removed_pct": None if graph is None else 100 * (1 - graph / replay.eager)}
 
@@ -129,10 +129,10 @@ ROWS: dict[str, list[Row]] = {
                 Row("serve_gain", "server tokens/s, largest batch ÷ batch 1", "×", "{:.1f}")],
 }
 
-# chapter -> figure -> (x result, y result): what a reference adds to each of the chapter's figures
-SERIES: dict[str, dict[str, tuple[str, str]]] = {
+# chapter -> figure -> (x result, y result[, a result its label names]): what a reference adds to each figure
+SERIES: dict[str, dict[str, tuple[str, ...]]] = {
     "chain": {"latency_line": ("new_tokens", "e2e_ms")},
-    "prefill": {"ttft": ("ttft_lengths", "ttft_ms")},
+    "prefill": {"ttft": ("ttft_lengths", "ttft_ms", "ttft_model")},
     "intensity": {"batch_sweep": ("batches", "batch_tok_per_s"), "context_sweep": ("contexts", "context_tpot_ms"),
                   "roofline": ("point_intensity", "point_flops")},
     "caching": {"step_times_naive": ("positions", "naive_step_ms"), "step_times_cached": ("positions", "cached_step_ms")},

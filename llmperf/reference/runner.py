@@ -93,6 +93,7 @@ def make_setup(device=None, weights: str = "auto", tokenizer_path=None, preset: 
     dtype = default_dtype(device)
     if weights not in ("auto", "real", "random"):
         raise ValueError(f'weights must be "auto", "real" or "random", got {weights!r}.')
+    check_cut(cut or {}, device.type)  # before the model loads
     if weights == "auto":
         weights = "real" if tokenizer_path is None and _gguf_installed() else "random"
     tokenizer = Tokenizer.load(tokenizer_path) if tokenizer_path else None
@@ -111,11 +112,31 @@ def make_setup(device=None, weights: str = "auto", tokenizer_path=None, preset: 
         torch.set_num_threads(fastest_thread_count(model))
     sizes = tiny_sizes(device.type) if preset else sizes_for(device)
     if cut:
-        unknown = set(cut) - {f.name for f in dataclasses.fields(sizes)}
-        if unknown:
-            raise ValueError(f"--cut names no size: {sorted(unknown)}; the sizes are in llmperf.chapters.setup.Sizes.")
         sizes = dataclasses.replace(sizes, **cut)
     return Setup(device, dtype, sizes, model, tokenizer), words
+
+
+def check_cut(cut: dict, device_type: str) -> None:
+    """Refuse, before any work, a cut that names no size or gives one a value of the wrong kind: a list of
+    numbers for a sweep (decode_batches=1,8,64), a whole number for a count, a preset for a model."""
+    from ..chapters.setup import sizes_for_type
+    from ..config import PRESETS
+
+    sizes = sizes_for_type(device_type)
+    names = {f.name for f in dataclasses.fields(sizes)} - {"device"}
+    unknown = sorted(set(cut) - names)
+    if unknown:
+        raise ValueError(f"--cut names no size: {unknown}; the sizes are {', '.join(sorted(names))} "
+                         "(llmperf.chapters.setup.Sizes).")
+    for name, value in cut.items():
+        default = getattr(sizes, name)
+        if isinstance(default, tuple) and not (isinstance(value, tuple) and len(value) >= 2):
+            raise ValueError(f"--cut {name} is a sweep: give two or more numbers, e.g. {name}="
+                             f"{','.join(map(str, default[:3]))}; got {value!r}.")
+        if isinstance(default, int) and not (isinstance(value, int) and value >= 1):
+            raise ValueError(f"--cut {name} takes a whole number of 1 or more, got {value!r}.")
+        if isinstance(default, str) and value not in PRESETS:
+            raise ValueError(f"--cut {name} takes a model preset ({', '.join(sorted(PRESETS))}), got {value!r}.")
 
 
 def _gguf_installed() -> bool:

@@ -22,6 +22,13 @@ def _than_here(ref_s: float, here_s: float | None, what: str) -> str:
     return f", {speed_change(here_s, ref_s, f'this machine’s {what}')}"
 
 
+def _change(ratio: float, what: str) -> str:
+    """"tokens/s grew 16.0 times", "... fell to 0.52 times", "... stayed about the same" (ratio: new ÷ old)."""
+    if abs(ratio - 1) <= SAME:
+        return f"{what} stayed about the same"
+    return f"{what} grew {times(ratio)}" if ratio > 1 else f"{what} fell to {ratio:.2f} times"
+
+
 def chain(ref, here) -> str:
     r = ref.results
     gap = r["slope_ms"] / r["step_ms"]
@@ -38,8 +45,8 @@ def prefill(ref, here) -> str:
     S = r["ttft_lengths"][-1]
     share = r["achieved_longest_pct"]
     verdict = ("at least half the rate of a large product alone, as a compute-bound pass should be" if share >= 50
-               else "under half of it: there, something besides the large products (the ops' fixed costs, "
-               "attention) held the pass back")
+               else "under half of it: something besides the large products, such as the ops' fixed costs or "
+               "attention, may have held the pass back there")
     return (f"**{ref.label}**: {r['ttft_model']} took {duration(r['ttft_longest_ms'] / 1e3)} to prefill "
             f"{S:,} tokens, {share:.0f} % of the {r['matmul_tflops']:,.3g} TFLOP/s its matmul probe reached: "
             f"{verdict}.")
@@ -48,9 +55,8 @@ def prefill(ref, here) -> str:
 def intensity(ref, here) -> str:
     r = ref.results
     B = r["batches"][-1]
-    growth = r["step_growth"]
-    step = ("stayed about the same" if growth <= 1 + SAME else f"grew {times(growth)}")
-    return (f"**{ref.label}**: from batch 1 to {B} the step {step} while tokens/s grew {times(r['tok_per_s_gain'])}; "
+    return (f"**{ref.label}**: from batch 1 to {B}, {_change(r['step_growth'], 'the step')} while "
+            f"{_change(r['tok_per_s_gain'], 'tokens/s')}; "
             f"{r['context_ratio']:.0f} times the context cost {times(r['context_growth'])} the TPOT at batch 1.")
 
 
@@ -67,12 +73,12 @@ def anatomy(ref, here) -> str:
         return (f"**{ref.label}** (no CUDA, so no graph): a plain step of {r['ops_per_step']:,.0f} ops took "
                 f"{duration(r['plain_step_ms'] / 1e3)}, of which the ops' fixed cost, {r['op_us']:.1f} µs each, "
                 f"is about {r['fixed_share_pct']:.0f} %.")
-    eager, graph = r["eager_ms"], r["graph_ms"]
-    text = (f"**{ref.label}**: one step launched {r['kernels_per_step'] or 0:,.0f} kernels; eager it took "
-            f"{duration(eager / 1e3)}, replayed from a CUDA Graph {duration(graph / 1e3)}, "
-            f"{speed_change(eager, graph, 'eager')}")
-    if r["launch_removed_pct"] > 0:
-        text += f": the graph removed {r['launch_removed_pct']:.0f} % of the step, the launches' share"
+    eager, graph, kernels = r["eager_ms"], r["graph_ms"], r["kernels_per_step"]
+    launched = f"one step launched {kernels:,.0f} kernels" if kernels else "the profiler counted no kernels"
+    text = (f"**{ref.label}**: {launched}; eager the step took {duration(eager / 1e3)}, replayed from a CUDA "
+            f"Graph {duration(graph / 1e3)}, {speed_change(eager, graph, 'eager')}")
+    if r["launch_removed_pct"] > 100 * SAME:
+        text += f": replaying removed {r['launch_removed_pct']:.0f} % of the eager step's time"
     if r.get("compiled_ms") is not None:
         text += f". torch.compile's reduce-overhead mode took {duration(r['compiled_ms'] / 1e3)}"
     return text + "."
@@ -84,8 +90,8 @@ def serving(ref, here) -> str:
     user = (f"each user's speed stayed about the same ({users[0]:,.1f} and {users[-1]:,.1f} tokens/s)"
             if abs(users[-1] / users[0] - 1) <= SAME else
             f"each user's speed went from {users[0]:,.1f} to {users[-1]:,.1f} tokens/s")
-    return (f"**{ref.label}**: from a max batch of 1 to {B}, the server's output grew {times(r['serve_gain'])}, "
-            f"from {r['serve_tok_per_s'][0]:,.1f} to {r['serve_tok_per_s'][-1]:,.1f} tokens/s, while {user}.")
+    return (f"**{ref.label}**: from a max batch of 1 to {B}, {_change(r['serve_gain'], 'the server’s output')} "
+            f"({r['serve_tok_per_s'][0]:,.1f} and {r['serve_tok_per_s'][-1]:,.1f} tokens/s), while {user}.")
 
 
 SENTENCES = {"chain": chain, "prefill": prefill, "intensity": intensity, "caching": caching, "anatomy": anatomy,
@@ -113,6 +119,8 @@ def sentence(chapter: str, ref, here: dict) -> str:
                 f"(not in this reference); rerun `python -m llmperf.reference` on that machine.")
 
 
-def no_gpu_line() -> str:
-    return ("No GPU reference run of this chapter is committed yet: a session lent a GPU runs "
-            "`python -m llmperf.reference` there and commits the file (see the README).")
+def no_gpu_line(markdown: bool = True) -> str:
+    """The one line a chapter shows where no GPU reference holds it (`markdown=False`: for a table's cell)."""
+    command = "python -m llmperf.reference --out references/NAME.json"
+    return (f"No GPU reference run of this chapter is committed yet: run "
+            f"{f'`{command}`' if markdown else command} on a GPU machine and commit the file (the README says how).")
