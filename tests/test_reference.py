@@ -359,3 +359,11 @@ def test_a_bad_file_is_left_out_of_a_chapter_and_named(tiny_run, tmp_path):
 def test_a_series_names_the_model_it_timed(folder):
     (label, xs, ys), _ = compare.Comparison("prefill", where=folder).series("ttft")
     assert label == f"{GPU_LABEL}, tiny" and len(xs) == len(ys)
+
+
+def test_the_overview_has_a_column_per_file(folder, tmp_path):
+    frame = compare.overview(folder).data
+    assert list(frame.columns) == ["references/test-cpu.json", "references/test-h200.json"]
+    assert frame.loc["device", "references/test-h200.json"] == "NVIDIA H200" and frame.loc["sizes cut"].tolist() == [
+        "none", "none"]
+    assert "one tiny op (µs)" in frame.index and compare.overview(tmp_path).data.empty

@@ -172,7 +172,8 @@ class Comparison:
 
 
 def overview(where=None):
-    """A DataFrame, one row per committed reference file: its device, software, weights, chapters and probes."""
+    """A table (a pandas Styler), one column per committed reference file: its device, software, weights,
+    chapters, what was cut, and its probes."""
     import pandas as pd
 
     rows = []
@@ -200,4 +201,5 @@ def overview(where=None):
             "float32 matmul (TFLOP/s)": rate("matmul_float32", 1e12),
             "bfloat16 matmul (TFLOP/s)": rate("matmul_bfloat16", 1e12),
             "one tiny op (µs)": rate("op_overhead", 1e-6)})
-    return pd.DataFrame(rows).set_index("file") if rows else pd.DataFrame({"file": [], "device": []})
+    frame = pd.DataFrame(rows).set_index("file").T if rows else pd.DataFrame({"no reference files": []})
+    return frame.style  # a Styler: long cells (the weights) shown whole, not cut at 50 characters
