@@ -98,18 +98,22 @@ HALF_PRECISION_FLAGS = {
 """CPU feature flags, as Linux's /proc/cpuinfo names them, that bear on half-precision work."""
 
 
+def cpu_flags() -> set[str]:
+    """The processor's feature flags as /proc/cpuinfo lists them (x86 "flags", Arm "Features"); empty where
+    there is no /proc/cpuinfo, as on macOS."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return {flag for line in f if line.startswith(("flags", "Features"))
+                    for flag in line.split(":", 1)[1].split()}
+    except OSError:
+        return set()
+
+
 def cpu_half_precision() -> dict[str, str]:
     """What this processor offers for bfloat16 and float16: {flag: what it does} for each flag of
     `HALF_PRECISION_FLAGS` that /proc/cpuinfo lists (empty where there is no /proc/cpuinfo, as on macOS).
     Without a native flag, a half-precision product converts every weight to float32 before the arithmetic."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = set()
-            for line in f:
-                if line.startswith(("flags", "Features")):
-                    flags.update(line.split(":", 1)[1].split())
-    except OSError:
-        return {}
+    flags = cpu_flags()
     return {flag: what for flag, what in HALF_PRECISION_FLAGS.items() if flag in flags}
 
 

@@ -1,6 +1,7 @@
 """Reference runs: the file's schema, a tiny run's round trip and merge, and every chapter's rendering of a
 reference beside this machine (figures with a reference series, tables with a reference column), without a GPU."""
 
+import contextlib
 import copy
 import json
 
@@ -17,18 +18,25 @@ from llmperf.plots import prefill as prefill_figs, serving as serving_figs
 GPU_LABEL = "reference run: NVIDIA H200, 2026-12-02"
 
 
+@contextlib.contextmanager
+def threads_kept():
+    """make_setup picks PyTorch's thread count on a CPU, as a chapter's setup does; the tests after it keep theirs."""
+    threads = torch.get_num_threads()
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="module")
 def tiny_run():
     """Every chapter run once on the tiny preset: its live records, and the reference made of them."""
-    threads = torch.get_num_threads()
-    try:
+    with threads_kept():
         s, weights = runner.make_setup("cpu", preset="tiny")
         live = {name: run(s) for name, run in runner.RUNS.items()}
         ref = fileformat.empty("cpu", "Test CPU")
         ref["probes"] = runner.probes(s)
         ref["chapters"] = {name: runner.entry(name, s, weights, records, 1.0) for name, records in live.items()}
-    finally:
-        torch.set_num_threads(threads)
     return live, ref
 
 
@@ -116,12 +124,9 @@ def test_command_line_merges_a_partial_run(tiny_run, tmp_path, capsys):
     other = copy.deepcopy(tiny_run[1])
     other["device"]["name"] = runner.device_name(torch.device("cpu"))
     save(other, path)
-    threads = torch.get_num_threads()
-    try:
+    with threads_kept():
         assert main(["--out", str(path), "--chapters", "chain", "--preset", "tiny", "--device", "cpu",
                      "--cut", "chain_new_tokens=2,3,5"]) == 0
-    finally:
-        torch.set_num_threads(threads)
     ref = load(path)
     assert ref["chapters"]["chain"]["cut"] == {"chain_new_tokens": [2, 3, 5]}
     assert ref["chapters"]["chain"]["results"]["new_tokens"] == [2, 3, 5]
@@ -150,11 +155,8 @@ def test_command_line_refuses_before_running(tiny_run, tmp_path, capsys, argv, w
         argv += ["--device", "cpu"]
     elif torch.cuda.is_available():
         pytest.skip("this machine has CUDA: asking for it is no error here")
-    threads = torch.get_num_threads()
-    try:
+    with threads_kept():
         assert main(argv) == 2
-    finally:
-        torch.set_num_threads(threads)
     assert words in capsys.readouterr().err
 
 
@@ -307,11 +309,8 @@ def test_the_tokenizer_travels_as_a_file(smollm2, tmp_path, capsys):
     again = Tokenizer.load(path)
     text = "The three primary colours are 1, 2 and 3.<|im_end|>"
     assert again.encode(text) == tokenizer.encode(text) and again.encode_chat("Hi") == tokenizer.encode_chat("Hi")
-    threads = torch.get_num_threads()
-    try:
+    with threads_kept():
         s, weights = runner.make_setup("cpu", weights="random", tokenizer_path=path)
-    finally:
-        torch.set_num_threads(threads)
     assert weights == runner.RANDOM and s.model.cfg.name == "smollm2-135m" and s.tokenizer.vocab_size == 49152
     (tmp_path / "bad.json").write_text('{"format": "other"}')
     with pytest.raises(ValueError, match="not a tokenizer file"):

@@ -93,11 +93,13 @@ def _reference_roofs(ax, others) -> None:
         return
     import numpy as np
 
+    from ..reference.compare import positive
+
     x = np.logspace(-1, 4, 200)
     drawn = 0
     for ref in others.refs:
         flops, bandwidth = ref.results.get("roof_flops"), ref.results.get("roof_bandwidth")
-        if all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in (flops, bandwidth)):
+        if positive(flops) and positive(bandwidth):
             dtype = ref.results.get("roof_dtype")
             ax.plot(x, np.minimum(flops, x * bandwidth), "--", color=REFERENCE_COLORS[drawn % len(REFERENCE_COLORS)],
                     lw=1.2, label=f"{ref.label}, probed roof" + (f" ({dtype})" if isinstance(dtype, str) else ""))

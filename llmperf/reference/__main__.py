@@ -79,13 +79,11 @@ def main(argv=None) -> int:
         check_out(args.out)
         old = fileformat.load(args.out) if args.out.exists() else None  # a malformed file fails before any run
         from ..device import device_name, pick_device
-        from .runner import check_cut
 
         try:
             device = pick_device(args.device)
         except RuntimeError as err:  # asked for CUDA or MPS where there is none
             raise ValueError(str(err)) from None
-        check_cut(cut, device.type)
         if old is not None:  # refuse a merge now, not after minutes of measuring
             fileformat.merge(old, fileformat.empty(device.type, device_name(device)), args.out)
         from tqdm import tqdm

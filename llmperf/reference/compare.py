@@ -108,9 +108,13 @@ def show(row, results: dict) -> str:
         return NOT_IN
 
 
+def positive(value) -> bool:
+    """A number above zero (not a bool): what a figure can draw, on a log axis too."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+
+
 def _numbers(value) -> bool:
-    return (isinstance(value, list) and len(value) > 0
-            and all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in value))
+    return isinstance(value, list) and len(value) > 0 and all(positive(v) for v in value)
 
 
 class Comparison:
@@ -134,7 +138,7 @@ class Comparison:
         import pandas as pd
 
         rows = ROWS[self.chapter]
-        index = [f"{row.label} ({row.unit})" if row.unit else row.label for row in rows]
+        index = [row.heading for row in rows]
         columns = {} if here is None else {"this machine": [show(row, here) for row in rows]}
         for ref in self.refs:
             columns[ref.label] = [show(row, ref.results) for row in rows]

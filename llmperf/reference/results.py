@@ -91,6 +91,11 @@ class Row(NamedTuple):
     pick: str | None = None
     scale: float = 1.0
 
+    @property
+    def heading(self) -> str:
+        """The row's name in a table: its label, and its unit in brackets."""
+        return f"{self.label} ({self.unit})" if self.unit else self.label
+
 
 # chapter -> the rows of its comparison table
 ROWS: dict[str, list[Row]] = {

@@ -25,7 +25,7 @@ import torch
 
 from .. import __version__, hardware
 from ..config import get_config
-from ..device import device_name, environment, pick_device, total_memory_bytes
+from ..device import cpu_flags, device_name, environment, pick_device, total_memory_bytes
 from ..weights import build_model, load_smollm2
 from . import fileformat, results
 
@@ -39,20 +39,11 @@ CPU_FLAGS = ("avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "a
 def run_environment(device: torch.device, dtype: torch.dtype) -> dict:
     """What a reader needs to interpret a reference's numbers: the device, its memory, the software, the CPU."""
     env = environment(device, dtype)
-    env.update(date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-               llmperf=__version__, platform=platform.platform(), memory_bytes=total_memory_bytes(device),
-               cpu_name=device_name(torch.device("cpu")), cpu_flags=_cpu_flags(),
+    flags = cpu_flags()
+    env.update(date=_now(), llmperf=__version__, platform=platform.platform(), memory_bytes=total_memory_bytes(device),
+               cpu_name=device_name(torch.device("cpu")), cpu_flags=[flag for flag in CPU_FLAGS if flag in flags],
                cuda=torch.version.cuda, driver=_driver_version() if device.type == "cuda" else None)
     return env
-
-
-def _cpu_flags() -> list[str]:
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = {flag for line in f if line.startswith(("flags", "Features")) for flag in line.split(":", 1)[1].split()}
-    except OSError:
-        return []
-    return [flag for flag in CPU_FLAGS if flag in flags]
 
 
 def _driver_version() -> str | None:

@@ -140,12 +140,12 @@ def _reference_steps(skipped: str, others):
 
     gpus = [r for r in (others.refs if others is not None else []) if r.gpu]
     if not gpus:
-        return pd.DataFrame({"not measured here": [f"{skipped}. {no_gpu_line(markdown=False)}"]}).style.hide(axis="index")
+        return (pd.DataFrame({"not measured here": [f"{skipped}. {no_gpu_line(markdown=False)}"]})
+                .style.hide(axis="index"))
     keys = ("kernels_per_step", "eager_ms", "graph_ms", "compiled_ms", "launch_removed_pct")
     rows = [row for row in ROWS["anatomy"] if row.key in keys]
     return pd.DataFrame({r.label: [show(row, r.results) for row in rows] for r in gpus},
-                        index=pd.Index([f"{row.label} ({row.unit})" if row.unit else row.label for row in rows],
-                                       name=f"not measured here ({skipped})"))
+                        index=pd.Index([row.heading for row in rows], name=f"not measured here ({skipped})"))
 
 
 GRAPH_NEEDS = "CUDA Graphs and torch.compile's reduce-overhead mode need a CUDA device"
