@@ -5,9 +5,9 @@ its own prompt length and its own number of tokens to generate, and each user
 wants tokens as soon as they exist. The engine keeps `max_batch` slots, one per
 sequence in flight, in one KV cache, and repeats one step:
 
-1. admit: move waiting requests into free slots. Each is prefilled on its own
-   (its first token comes out of the prefill: its TTFT is its wait plus this),
-   and its keys and values are copied into its slot;
+1. admit: move waiting requests into free slots. Each is prefilled on its own,
+   one after another (its first token comes out of the prefill: its TTFT is its
+   wait plus this), and its keys and values are copied into its slot;
 2. decode: one forward pass over the busy slots, each sequence at its own
    position (`KVCache` with per-sequence positions); every request in a slot
    gets one token.
@@ -25,6 +25,10 @@ are always the first ones: when a request ends, the last busy slot's sequence
 moves into its place (its keys and values are copied), so a decode step runs on
 exactly as many rows as there are requests (`KVCache.first`), and one request
 alone is decoded at batch 1.
+
+`prefills` counts the steps run so far by how many prefills each began with
+(0 for a step that only decoded), so a run can say how often newcomers
+interrupted the batch, and how many at a time.
 
 The engine is driven from one thread (`step`, or `run` until idle); `submit` and
 `cancel` may be called from any thread.
@@ -99,6 +103,7 @@ class Engine:
         self._cancelled: set[int] = set()
         self._lock = threading.Lock()
         self.finished: Counter[str] = Counter()  # requests ended so far, by finish reason
+        self.prefills: Counter[int] = Counter()  # steps run so far, by how many prefills each began with
 
     # --- called from any thread -------------------------------------------------------------
 
@@ -156,13 +161,18 @@ class Engine:
         """
         out: list[tuple[Request, int, float]] = []
         self._drop_cancelled()
+        admitted = 0
         for _ in range(self._admissible()):
             request = self._next_waiting()
             if request is None:
                 break
-            out += self._admit(self.active, request)  # the first free slot
-        if self.active:
+            out += self._admit(self.active, request)  # the first free slot; the k-th admitted waits for k - 1
+            admitted += 1
+        decoded = self.active > 0
+        if decoded:
             out += self._decode()
+        if admitted or decoded:
+            self.prefills[admitted] += 1
         return out
 
     def run(self) -> None:

@@ -174,7 +174,7 @@ class Transformer(nn.Module):
         new tokens sit (contiguous positions), or input_pos (B, S) where each sequence's sit; the cache checks
         they fit and says which keys they read (see KVCache.window).
         `last_only` computes the LM head for the last position only, (B, 1, vocab):
-        all a prefill needs, and for SmolLM2's large vocabulary a fifth of its FLOPs.
+        all a prefill needs, and for SmolLM2's large vocabulary a large share of its FLOPs.
         """
         if tokens.dim() != 2:
             raise ValueError(f"tokens must have shape (batch, seq_len), got {tuple(tokens.shape)}. "

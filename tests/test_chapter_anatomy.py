@@ -22,16 +22,23 @@ from llmperf.profiling import OpTime
 H100 = hardware.ACCELERATORS["H100 SXM"]
 
 
-@pytest.mark.parametrize("overhead, gap, words", [
-    (5.2e-3, 15.4e-3, "about 34 % of it"),          # the 2-core CPU of chapter 5's first run
-    (28.9e-3, 38.6e-3, "about 75 % of it"),         # the H200, eager
-    (1.0e-3, 20e-3, "only 5 % of it"),
-    (9e-3, 10e-3, "nearly all of it"),
-    (20e-3, 10e-3, "more than the whole gap"),
-    (1e-3, -1e-3, "no gap to explain"),
+@pytest.mark.parametrize("overhead, gap, bandwidth_time, gpu, words", [
+    (5.2e-3, 15.4e-3, 18.7e-3, False, "about 34 % of it"),  # the 2-core CPU of chapter 5's first run
+    (28.9e-3, 38.6e-3, 0.1e-3, True, "about 75 % of it"),   # the H200, eager
+    (1.0e-3, 20e-3, 18e-3, False, "only 5 % of it"),
+    (9e-3, 10e-3, 5e-3, False, "nearly all of it, and more than the 5.0 ms the bytes need. This step is bound by "
+                               "the number of ops"),
+    (9e-3, 10e-3, 20e-3, False, "nearly all of it, though less than the 20.0 ms the bytes need. The bytes still "
+                                "set most of the step"),
+    (20e-3, 10e-3, 0.1e-3, True, "more than the whole gap. Launches are asynchronous"),
+    (20e-3, 10e-3, 18e-3, False, "more than the whole gap, so the tiny op overstates"),
+    (1e-3, -1e-3, 18e-3, False, "no gap to explain"),
 ])
-def test_fixed_costs_wording(overhead, gap, words):
-    assert words in anatomy.fixed_costs(overhead, gap)
+def test_fixed_costs_wording(overhead, gap, bandwidth_time, gpu, words):
+    text = anatomy.fixed_costs(overhead, gap, bandwidth_time, gpu=gpu)
+    assert words in text
+    assert ("asynchronous" in text) == (gpu and overhead > 1.25 * gap)  # the GPU's overlap, never on a CPU
+    assert ("bound by the number of ops" in text) == (0.8 <= overhead / gap <= 1.25 and overhead >= bandwidth_time)
 
 
 @pytest.mark.parametrize("ratio, words", [(1.6, "less than"), (1.996, "within"), (2.5, "within"), (3.04, "within"),
@@ -42,16 +49,36 @@ def test_roofline_multiple_wording(ratio, words):
 
 def test_graph_result_on_a_gpu_and_elsewhere():
     text = anatomy.graph_result("cuda", 38.7e-3, 3.40e-3, 2.34e-3, 6.7e-5)
-    assert "11.4 times faster than eager" in text and "16.5 times faster" in text and "34.9 times" in text
-    assert "91 % of the eager step was spent launching" in text
+    assert "11.4 times faster than eager" in text and "16.5 times faster" in text
+    assert "The fastest took 34.9 times the step's bytes ÷ bandwidth (67 µs): even replayed" in text
+    assert "the replay removed 91 % of the eager step, the launches and the Python and dispatcher work" in text
     assert "no CUDA device (cpu)" in anatomy.graph_result("cpu", 38e-3, None, None, 20e-3)
     assert "torch.compile" not in anatomy.graph_result("cuda", 38.7e-3, 3.4e-3, None, 6.7e-5)
+    slower = anatomy.graph_result("cuda", 3.0e-3, 3.3e-3, None, 1e-3)  # a graph that gained nothing
+    assert "removed" not in slower and "1.10 times slower than eager" in slower
 
 
-@pytest.mark.parametrize("time_share, byte_share, words", [
-    (0.13, 0.21, "less than its share"), (0.21, 0.21, "about its share"), (0.40, 0.21, "more than its share")])
-def test_head_time_share_wording(time_share, byte_share, words):
-    assert words in anatomy.head_time_share(time_share, byte_share)
+@pytest.mark.parametrize("best, words", [
+    (1.05e-3, "1.0 times the step's bytes ÷ bandwidth (1.0 ms): replayed, the step runs about as fast as its bytes "
+              "allow"),
+    (0.8e-3, "0.8 times the step's bytes ÷ bandwidth (1.0 ms): less than its bytes need"),
+    (1.2e-3, "1.2 times the step's bytes ÷ bandwidth (1.0 ms): even replayed, each of its kernels"),
+])
+def test_graph_result_never_says_still_above_at_or_below_the_bytes(best, words):
+    text = anatomy.graph_result("cuda", 5e-3, best, None, 1e-3)
+    assert words in text
+    assert ("even replayed" in text) == (round(best / 1e-3, 1) > 1.1)
+
+
+@pytest.mark.parametrize("head_rate, proj_rate, words", [
+    (30e9, 20e9, "30.0 GB/s against the projections' 20.0 GB/s: faster"),
+    (21e9, 20e9, "about the same rate"),
+    (10e9, 20e9, "slower")])
+def test_head_time_share_compares_streaming_rates(head_rate, proj_rate, words):
+    # the verdict follows the rates, whatever the head's share of the time in ops (which holds the small ops)
+    for time_share in (0.05, 0.21, 0.6):
+        text = anatomy.head_time_share(time_share, 0.21, head_rate, proj_rate)
+        assert words in text and f"took {100 * time_share:.1f} % of the time spent in ops, for 21.0 %" in text
 
 
 def test_fused_ops_wording():
@@ -60,23 +87,28 @@ def test_fused_ops_wording():
     assert "hands the whole step to NumPy" in in_numpy and "only the 9 PyTorch ops" in in_numpy
 
 
-def account(step, bandwidth_time, weights, weights_bandwidth_time, small, small_lines, between):
+def account(step, bandwidth_time, weights, weights_bandwidth_time, small, small_lines, between, attention=1e-3,
+            attention_bandwidth_time=0.3e-3):
     return anatomy.numpy_step_account(step=step, bandwidth_time=bandwidth_time, weights=weights,
-                                      weights_bandwidth_time=weights_bandwidth_time, small=small,
+                                      weights_bandwidth_time=weights_bandwidth_time, attention=attention,
+                                      attention_bandwidth_time=attention_bandwidth_time, small=small,
                                       small_lines=small_lines, between=between)
 
 
 def test_numpy_step_account_wording():
-    text = account(0.024, 0.020, 0.0205, 0.0195, 0.0033, 900, 0.0002)
+    text = account(0.024, 0.020, 0.0205, 0.0195, 0.0023, 690, 0.0002)
     assert "The step took 24.0 ms against 20.0 ms for its bytes" in text
-    assert "95 % of the probed bandwidth: about as fast as" in text and "900 timed stretches of a few NumPy calls each, 3.7 µs a stretch" in text
-    assert "the 4.0 ms between the step and its bytes ÷ bandwidth is 1.0 ms of products streaming" in text
-    assert "and 3.0 ms of small ops and Python" in text  # the two add up to the gap
+    assert "95 % of the probed bandwidth: about as fast as" in text
+    assert "690 timed stretches of a few NumPy calls each, 3.3 µs a stretch" in text
+    assert "Attention, which reads the cached keys and values, took 1.0 ms against 300 µs for their bytes" in text
+    assert "the 4.0 ms between the step and its bytes ÷ bandwidth is 2.3 ms of small ops and Python, 1.0 ms of the " \
+           "products beyond their bytes ÷ bandwidth, and 700 µs of attention beyond" in text  # they add up to the gap
     assert "most of it, not all" in account(0.024, 0.020, 0.025, 0.0195, 0.003, 900, 0)
     assert "only 50 %" in account(0.04, 0.020, 0.039, 0.0195, 0.001, 900, 0)
     assert "probe underestimated" in account(0.019, 0.020, 0.016, 0.0195, 0.003, 900, 0)
-    cached = account(0.022, 0.020, 0.018, 0.0195, 0.004, 900, 0)
-    assert "came from the processor's caches" in cached and "are the whole of the 2.0 ms" in cached
+    cached = account(0.022, 0.020, 0.018, 0.0195, 0.004, 900, 0, attention=0.2e-3)
+    assert "came from the processor's caches" in cached
+    assert "less the 1.5 ms by which the products beat" in cached and "less the 100 µs by which attention" in cached
     with pytest.raises(TypeError):
         anatomy.numpy_step_account(0.024, 0.020, 0.0205, 0.0195, 0.0033, 900, 0.0002)  # named, not positional
 
@@ -98,6 +130,52 @@ def test_half_precision_wording():
     fast = {**rates, ("bfloat16", "torch.mv"): 40e9, ("float16", "torch.mv"): 39e9}
     assert "bound by memory, as the roofline says" in anatomy.half_precision({}, fast)
     assert "half the bytes cost time" in anatomy.half_precision({}, {**rates, ("float16", "F.linear"): 5e9})
+
+
+@pytest.mark.parametrize("best, words", [
+    (0.4, "half the bytes would pay: a 2-byte step's products would take 0.40 times"),
+    (0.75, "only part of the time"),
+    (1.0, "This is why the chapters run on a processor in float32")])
+def test_half_precision_choice_follows_the_verdict(best, words):
+    text = anatomy.half_precision_choice(best)
+    assert words in text and ("This is why" in text) == (best >= 0.9)
+    assert "measure in bfloat16, as servers do" in anatomy.no_half_precision_choice("bfloat16")
+
+
+@pytest.mark.parametrize("launch, bandwidth_time, words", [
+    (8.2e-3, 4.48e-3, "at least the larger of the two, 8.2 ms, and at most their sum, 12.7 ms. Here the launches "
+                      "alone outlast the bytes"),
+    (1e-3, 4.48e-3, "at least the larger of the two, 4.5 ms, and at most their sum, 5.5 ms. Here the bytes outlast"),
+    (8.2e-3, 81e-6, "about the larger of the two, 8.2 ms: the other adds at most 81 µs. Here the launches")])
+def test_launch_overlap_bounds(launch, bandwidth_time, words):
+    assert words in anatomy.launch_overlap(launch, bandwidth_time)
+
+
+@pytest.mark.parametrize("ops, words", [(1632, "even replayed, the step stays well above its bytes"),
+                                        (200, "replayed, the fixed costs no longer dominate"),
+                                        (20, "replayed, the step comes close to its bytes")])
+def test_replayed_floor_wording(ops, words):
+    text = anatomy.replayed_floor(ops, 0.5e-6, 81e-6)
+    assert words in text and f"its {ops:,} kernels would still cost" in text
+
+
+def test_batch_ops_wording():
+    same = anatomy.batch_ops(66, 66, 8)
+    assert "the same 66 ops at batch 1 and at batch 8" in same and "falls 8-fold" in same
+    assert "66 ops at batch 1 against 70 at batch 8" in anatomy.batch_ops(66, 70, 8)
+    assert "falls 7.5-fold" in anatomy.batch_ops(66, 70, 8)
+
+
+def test_published_launches_test_the_source_notes():
+    n = anatomy.published_launches()
+    assert n["sglang_removed_pct"] == pytest.approx(23.92, abs=0.01)  # (9.28 - 7.06) / 9.28
+    assert "removed 23.9 % of the eager step, over the source notes' 20 %" in n["sglang_text"]
+    assert n["gf_compiled_tps"] / n["gf_eager_tps"] == pytest.approx(4.196, abs=1e-3)
+    assert "4.2 times as fast" in n["gf_text"] and "more than the source notes' 2–3 times" in n["gf_text"]
+    assert n["graph_overhead_us"] == pytest.approx(0.5)
+    assert "under the source notes' 20 %" in anatomy.graph_share(9.28e-3, 8.0e-3)
+    assert "as the source notes' 2–3 times says" in anatomy.eager_multiple(25.5, 60.0)
+    assert "does not show the source notes' 2–3 times" in anatomy.eager_multiple(25.5, 40.0)
 
 
 # The experiments, on the tiny preset at a tiny context (structure and counts; timings only through hand-built
@@ -180,6 +258,8 @@ def test_op_counts_extrapolate_by_layer(runs):
     assert set(c.by_depth) == {"1", "2"} and c.by_depth["1"]["linears"] == 8 and c.by_depth["2"]["linears"] == 15
     assert c.at_depth(2) == c.profiled_ops == runs["profile"].ops
     assert c.at_depth(32) == c.fixed() + 32 * c.per_layer() == c.numbers()["ops_l8"]
+    assert c.batch == 8 and c.batched_ops == c.by_depth["1"]["ops"]  # the same ops carry 8 sequences
+    assert "at least the larger of the two" in c.numbers()["l8_launch_overlap"]
     assert "kernels" not in c.table().data.columns  # a processor launches none
     c.check()
     linears = {"1": dict(c.by_depth["1"], linears=7), "2": c.by_depth["2"]}
@@ -211,6 +291,7 @@ def test_numpy_account_check_both_ways():
     good = hand_account()
     good.check()
     assert "The step took 1.5 ms against 1.0 ms for its bytes" in good.numbers()["account_text"]
+    assert good.numbers()["stretches_per_layer"] == 6.5  # (2 KV writes + 5 norms + 6 others) / 2 layers
     kinds = good.kinds
     for broken in (dict(kinds, projections=OpTime("projections", 7, 0, 0.8e-3)),
                    dict(kinds, lm_head=OpTime("lm_head", 2, 0, 0.2e-3)),
@@ -227,7 +308,8 @@ def test_numpy_account_skipped_off_a_float32_cpu(runs):
     s = runs["s"]._replace(dtype=torch.bfloat16, model=half_model)
     a = anatomy.time_numpy_step(s, fuse(half_model), runs["prediction"])
     assert a.kinds == {} and "This run is bfloat16 on cpu" in a.skipped
-    assert a.numbers() == {"account_text": a.skipped} and "not measured" in a.table().to_html()
+    assert a.numbers() == {"account_text": a.skipped, "stretches_per_layer": 0}
+    assert "not measured" in a.table().to_html()
     a.check()  # nothing to check
     assert figures.by_kind(a) is None
     json.dumps(dataclasses.asdict(a))
@@ -271,15 +353,23 @@ def test_sampling_half_precision_and_vocabulary(runs):
     half = runs["half"]
     assert set(half.rates) == {"float32", "bfloat16", "float16"} and half.nbytes == 1 << 20
     assert "the same 1 MB of weights" in half.numbers()["half_text"]
+    assert 0 < half.best_ratio and half.numbers()["dtype_text"] == anatomy.half_precision_choice(half.best_ratio)
+    made = anatomy.HalfPrecision({}, {"float32": {"NumPy": 20e9}, "bfloat16": {"torch.mv": 8e9, "F.linear": 20e9},
+                                      "float16": {"torch.mv": 10e9}})
+    assert made.best_ratio == pytest.approx(0.5) and "half the bytes would pay" in made.numbers()["dtype_text"]
     assert half.table().caption.startswith("half-precision features reported:")
     gpu = anatomy.measure_half_precision(runs["s"]._replace(device=torch.device("cuda"), dtype=torch.bfloat16))
     assert gpu.rates == {} and "This run is on cuda" in gpu.numbers()["half_text"]
+    assert "measure in bfloat16" in gpu.numbers()["dtype_text"]
     v = runs["vocab"]
     assert list(v.heads) == ["llama-3-8b", "mistral-7b", "smollm2-135m"]
     assert v.numbers()["mistral_vocab"] == 32000 and round(100 * v.heads["llama-3-8b"].share, 1) == 7.0
     ex = anatomy.exercise_numbers(runs["s"].model.cfg, runs["counts"])  # 120 ops at 5 µs
     assert ex["ex_vocab"] == 2 * 128256 and ex["ex_batch"] == 64 and ex["ex_batch_intensity"] == 64.0
     assert ex["ex_smol_launch_ms"] == pytest.approx(0.6)
+    assert ex["ex_ops_1layer"] == runs["counts"].by_depth["1"]["ops"] and ex["ex_ops_batch"] == 8
+    assert "the same" in ex["ex_batch_ops_text"]  # a step's ops do not depend on its batch
+    assert "120 kernels would still cost" in ex["ex_replayed_text"] and "the larger of the two" in ex["ex_smol_overlap"]
 
 
 def test_figures_draw_the_records(runs):
@@ -288,3 +378,17 @@ def test_figures_draw_the_records(runs):
                 figures.fixed_costs(runs["fixed"]), figures.vocab(runs["vocab"])):
         assert isinstance(fig, matplotlib.figure.Figure) and fig.axes[0].get_xlabel()
         matplotlib.pyplot.close(fig)
+
+
+def test_gpu_wording_of_the_profile_and_its_tables():
+    assert "the GPU had no kernel to run" in anatomy.outside_text(True)
+    note = anatomy.table_note(True, 4.2e-6, 9e-6)
+    assert note.startswith("The kernels column counts the kernels") and "a norm's 4.2 µs" in note
+    assert anatomy.clock_text(True).startswith("the kernels' run time") and anatomy.clock_word(True) == "kernels"
+    assert anatomy.outside_label(True) == "GPU idle"
+    assert anatomy.HalfPrecision().features() == "half-precision features reported: none"
+    skipped = anatomy.HalfPrecision(skipped="This run is on cuda", dtype="bfloat16")
+    assert "not measured" in skipped.table().to_html()
+    gpu = anatomy.OpCounts("cuda", 8, {"1": {"ops": 66, "kernels": 30, "linears": 8},
+                                       "2": {"ops": 120, "kernels": 50, "linears": 15}}, 2, 32, 120, 1e-3, 8, 66)
+    assert "kernels" in gpu.table().data.columns

@@ -114,14 +114,19 @@ def test_whole_generation_counts(tiny):
     assert r.table().data.shape == (2, 8)
     ex = caching.exercise_numbers(r, tiny.cfg)
     assert ex["ex_n_double"] == 6 and ex["ex_pred_now"] == r.pred_ratio and ex["ex_r2"] > ex["ex_r1"] > 1
+    assert ex["ex_r3"] == pytest.approx(ex["ex_f3"], rel=0.05) and ex["ex_f1"] == pytest.approx(115.28, abs=0.01)
+    assert round(ex["ex_act_eq"]) == 2725 and ex["ex_int_s2"] > ex["ex_int_s1"] > ex["ex_ridge"]
     as_json(r)
 
 
 def test_quoted_table_and_crossovers():
     q = caching.quoted_table(HERE)
-    q.check()  # the widely quoted 512 + 512 figures
+    q.check()  # the source notes' 512 + 512 figures
     assert q.h100_ratio == pytest.approx(2.5, abs=0.5) and q.here_ridge == 20.0 and q.table().data.shape == (2, 8)
     assert q.numbers()["device_gap_text"].startswith("wider here")
+    # Below peak, only the naive passes stretch: the committed H200's probe reached about 80 % of the peak.
+    assert 0.5 < q.gpu.efficiency < 1 and q.gpu.same_peak and q.gpu.h100_ratio > q.h100_ratio
+    assert q.numbers()["h100_peak_tflops"] == pytest.approx(989)
     as_json(q)
     c = caching.naive_crossovers(models=("tiny",), points=5)
     (curve,) = c.curves
@@ -166,6 +171,96 @@ def test_checks_pass_and_fail_on_hand_built_records():
             dataclasses.replace(q, naive=loop).check()
 
 
+def test_batch_gain_every_branch():
+    # Llama-3-8B on an H100, by the cost model: cached tokens 41 times cheaper at batch 64, naive ones not at all.
+    text = caching.batch_gain(41.1, 1.0, 64, True)
+    assert "divided the time per token by 41.1" in text and "about where it was" in text
+    assert "a step of 64 sequences costs what 64 steps of one do" in text
+    # The AMD EPYC reference's shape at batch 4: cached 2.9 times cheaper, naive 1.4.
+    text = caching.batch_gain(2.9, 1.4, 4, True)
+    assert "by 1.4" in text and "only the part of its time that does not grow was shared" in text
+    assert "shares far less of its cost" in caching.batch_gain(2.9, 1.4, 4, False)
+    assert "made each token 1.25 times as costly" in caching.batch_gain(2.9, 0.8, 4, True)
+    # A GPU where both loops' short steps sit on fixed costs: both gain about as much.
+    assert "yet they ran far enough above that bound" in caching.batch_gain(3.8, 3.7, 4, True)
+    assert "not yet bound by their arithmetic" in caching.batch_gain(3.8, 3.7, 4, False)
+    assert "even the cached step of 4 sequences cost about 4 steps of one" in caching.batch_gain(1.02, 1.0, 4, True)
+
+
+def test_dominant_waste_every_branch():
+    assert caching.dominant_waste(5.55, 0.17, 2.29).startswith("the recomputed projections, by arithmetic")
+    assert caching.dominant_waste(1.0, 3.0, 0.5).startswith("the recomputed attention, by arithmetic")
+    assert caching.dominant_waste(0.2, 0.01, 2.29).startswith("neither recomputation")
+    assert caching.dominant_waste(2.3, 0.01, 2.29).startswith("neither recomputation")  # within 5 % of streaming
+
+
+def test_gpu_cores_and_formula_side():
+    assert "whose datasheet peak is the H100's" in caching.gpu_cores("NVIDIA H200", True)
+    assert "take its share as a guide only" in caching.gpu_cores("NVIDIA A100", False)
+    assert "LM head weighs more" in caching.formula_side([1, 2], [1.1, 2.1])
+    assert "attention weighs more" in caching.formula_side([1.2, 2.2], [1.1, 2.1])
+    assert "at some lengths and above it at others" in caching.formula_side([1.0, 2.2], [1.1, 2.1])
+
+
+def test_step_parts_agree_with_the_generation_passes():
+    for cfg in ("tiny", "llama-3-8b"):
+        naive = cost.generation_passes(cfg, 40, 1, cached=False)[0]
+        assert caching.step_parts(cfg, 40, 1, cached=False) == naive
+        cached = cost.generation_passes(cfg, 30, 12)[-1]  # the last step attends to 30 + 11 positions
+        assert caching.step_parts(cfg, 41, 1, cached=True) == cached
+        four = caching.step_parts(cfg, 40, 4, cached=False)
+        assert four["weights"].flops == 4 * naive["weights"].flops and four["weights"].bytes == naive["weights"].bytes
+        assert four["attention"].flops == 4 * naive["attention"].flops
+
+
+def test_predicted_batch_steps():
+    b = caching.predicted_batch_steps()
+    assert b.batches[0] == 1 and b.position == 1024 and not b.measured and b.naive_compute_bound
+    n = b.numbers("l8b_")
+    assert n["l8b_naive_gain"] == pytest.approx(1.0) and n["l8b_cached_gain"] > 30
+    assert n["l8b_cached_1_ms"] == pytest.approx(4.52, abs=0.01) and "64 steps of one" in n["l8b_text"]
+    assert list(b.table().data.columns) == ["batch", "cached, predicted (ms/token)", "naive, predicted (ms/token)"]
+    b.check()
+    with pytest.raises(AssertionError):  # a compute-bound naive step whose tokens got cheaper with the batch
+        dataclasses.replace(b, naive_pred_s=[t / 2 if i else t for i, t in enumerate(b.naive_pred_s)]).check()
+    with pytest.raises(AssertionError):
+        dataclasses.replace(b, cached_pred_s=[t * bb for t, bb in zip(b.cached_pred_s, b.batches)]).check()
+    as_json(b)
+
+
+def test_batch_steps_runs(tiny):
+    b = caching.batch_steps(tiny_setup(tiny, naive_positions=(4, 6, 8)), HERE, rounds=1)
+    assert b.batches == [1, 2, 4] and b.position == 6 and b.measured and b.bytes_per_param == 4
+    assert len(b.cached_s) == len(b.naive_s) == 3 and all(t > 0 for t in b.cached_s + b.naive_s)
+    assert b.table().data.shape == (3, 5) and isinstance(b.numbers("mb_")["mb_text"], str)
+    as_json(b)
+
+
+def batch_record(cached_s, naive_s):
+    return caching.BatchSteps("tiny", "cpu", 32, 4, [1, 2, 4], [1.0, 1.1, 1.2], [1.0, 2.0, 4.0], 1.0, 0.5,
+                              cached_s, naive_s)
+
+
+def test_batch_steps_check():
+    batch_record([1.0, 1.2, 1.5], [1.0, 1.8, 3.0]).check()  # cached 2.7 times cheaper per token, naive 1.3
+    with pytest.raises(AssertionError, match="only 0.80 times cheaper"):
+        batch_record([1.0, 2.5, 5.0], [1.0, 2.0, 4.0]).check()
+    with pytest.raises(AssertionError, match="the naive loop gained more"):
+        batch_record([1.0, 1.5, 3.0], [1.0, 1.0, 1.0]).check()
+
+
+def test_wastes():
+    g = generation(2.0)
+    w = caching.wastes(g, cost.get_config("tiny"))
+    n = w.numbers()
+    assert n["h100_waste_text"].startswith("the recomputed projections, by arithmetic")
+    assert n["h100_products_s"] > n["h100_stream_s"] > n["h100_attention_s"] and n["h100_excess_s"] > 0
+    assert w.h100.naive.weights_s == w.h100.cached.weights_s and w.h100.naive.cache_s == 0 < w.h100.cached.cache_s
+    assert w.table().data.shape == (4, 7) and "this machine (float32)" in w.here.label
+    assert isinstance(n["here_waste_text"], str)
+    as_json(w)
+
+
 def test_every_glue_name_of_the_chapter_comes_from_a_record():
     nb = json.loads(NOTEBOOK.read_text(encoding="utf-8"))
     text = "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
@@ -175,14 +270,27 @@ def test_every_glue_name_of_the_chapter_comes_from_a_record():
              **caching.FlopCheck(8, 4, {}, {}).numbers(), **gen.numbers(), **caching.quoted_table(HERE).numbers(),
              **caching.Crossovers([caching.CrossoverCurve(m, 1, [], [], []) for m in ("llama-3-8b", "smollm2-135m")]
                                   ).numbers(),
-             **caching.exercise_numbers(gen, cost.get_config("tiny"))}
+             **caching.exercise_numbers(gen, cost.get_config("tiny")),
+             **caching.wastes(gen, cost.get_config("tiny")).numbers(),
+             **caching.predicted_batch_steps().numbers("l8b_"), **batch_record([1, 1, 1], [1, 2, 4]).numbers("mb_")}
     assert names and names <= set(glued), sorted(names - set(glued))
 
 
 def test_figures_draw_from_records():
     matplotlib.use("Agg")
+    from llmperf.plots import FIT, MEASURED, PREDICTED
     from llmperf.plots import caching as figures
 
     assert len(figures.step_times(step_sweep(5e-7)).axes[0].lines) == 4
     curves = [caching.CrossoverCurve("tiny", 20, [16, 32, 64], [1, 4, 16], [1, 8, 64])]
     assert len(figures.crossovers(caching.Crossovers(curves)).axes[0].lines) == 3
+    two = figures.crossovers(caching.Crossovers(curves * 2))
+    assert len(two.axes) == 2 and all(line.get_color() == PREDICTED for ax in two.axes for line in ax.lines)
+    fig = figures.batch_steps(caching.predicted_batch_steps(), batch_record([1.0, 1.2, 1.5], [1.0, 1.8, 3.0]))
+    left, right = fig.axes
+    assert len(left.lines) == 2 and len(right.lines) == 4
+    # The book's colours: the cost model in PREDICTED, measurements in MEASURED, fits in FIT.
+    assert {line.get_color() for line in left.lines} == {PREDICTED}
+    assert {line.get_color() for line in right.lines if line.get_linestyle() == "None"} == {MEASURED}
+    steps = figures.step_times(step_sweep(5e-7)).axes[0].lines
+    assert [line.get_color() for line in steps] == [MEASURED, FIT, MEASURED, FIT]

@@ -49,7 +49,58 @@ def test_gpu_batch_sweep_wording(gpu_batch_sweep):
 def test_gpu_small_batch_and_low_precision_wording():
     assert intensity.small_batch_kernel("cuda", 1.0).startswith("On a GPU")
     assert "nearly free" in intensity.small_batch_kernel("cuda", 1.0)
+    assert "whole chip" not in intensity.small_batch_kernel("cuda", 1.0)  # nothing said of how a kernel spreads
     assert "bound by bandwidth" in intensity.low_precision_ridge("bfloat16", H100.ridge, 1.0, H100.flops / 1e9)
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+@pytest.mark.parametrize("ratio, ending", [(1.4, "the two-row kernel streams the weights more slowly"),
+                                           (1.1, "one more row is nearly free"), (0.96, "one more row is nearly free"),
+                                           (0.8, "the one-row kernel is the slower of the two")])
+def test_small_batch_kernel_every_branch(device, ratio, ending):
+    text = intensity.small_batch_kernel(device, ratio)
+    assert text.endswith(ending) and "tested on" not in text and "this course" not in text
+
+
+@pytest.mark.parametrize("growth, shape", [(1.0, "is nearly flat"), (1.09, "is nearly flat"), (1.1, "rises by 10 %"),
+                                           (1.49, "rises by 49 %"), (1.99, "rises by 99 %"), (2.0, "rises 2.0-fold"),
+                                           (11.75, "rises 11.8-fold")])
+def test_bytes_growth_verdict_fits_its_number(growth, shape):
+    assert intensity.bytes_growth(growth, 64, 500.0).startswith(shape + ":")
+
+
+@pytest.mark.parametrize("growth, verdict, trade", [
+    (0.8, "rose", "no user paid for it in speed"), (1.02, "stayed about the same", "no user paid for it in speed"),
+    (1.5, "fell", "at the cost of every user's speed")])
+def test_per_user_speed_and_the_trade_agree(growth, verdict, trade):
+    assert intensity.per_user_speed(growth, 64).startswith(verdict)
+    assert trade in intensity.batch_trade(growth)
+
+
+@pytest.mark.parametrize("pct, start", [(40.0, "The measured step reads its bytes more slowly than the probe does"),
+                                        (94.9, "The measured step reads its bytes more slowly than the probe does"),
+                                        (95.0, "The measured step reads its bytes about as fast as the probe does"),
+                                        (105.0, "The measured step reads its bytes about as fast as the probe does"),
+                                        (108.0, "The measured step read its bytes faster than the probe did")])
+def test_probe_gap_worded_from_the_ratio(pct, start):
+    text = intensity.probe_gap(pct, pct / 4, 25.0)
+    assert text.startswith(start) and f"{pct:.0f} % of the 25.0 GB/s" in text
+
+
+@pytest.mark.parametrize("args, parts", [
+    # (measured, predicted, added_s, kv_pct, rest_pct): the AMD EPYC reference's shape, cache slower per byte
+    ((1.43, 1.34 * 1.1, 0.025, 29.0, 36.0), ["36 %", "fixed cost", "close to the bytes model's"]),
+    ((1.60, 1.34, 0.025, 29.0, 36.0), ["fixed cost", "attention streams the cache less well", "exceeds"]),
+    ((1.60, 1.34, 0.025, 50.0, 95.0), ["close to the probe", "exceeds"]),
+    ((1.10, 1.34, 0.005, 80.0, 36.0), ["fixed cost", "falls short", "dilute the cache's share"]),
+    ((1.10, 1.34, 0.005, 120.0, 95.0), ["close to the probe", "falls short of the bytes model's"]),
+    ((0.99, 1.34, -0.001, 0.0, 36.0), ["hid beneath the rest", "fixed cost"]),
+])
+def test_context_mismatch_every_branch(args, parts):
+    text = intensity.context_mismatch(*args)
+    assert all(p in text for p in parts), text
+    if args[-1] >= 90:
+        assert "fixed cost" not in text and "dilute" not in text  # fixed costs named only where the numbers point
 
 
 def test_cpu_branches():
@@ -60,7 +111,7 @@ def test_cpu_branches():
     assert intensity.weights_bound(22, 64, 10.9).startswith("The weight products cross this device's ridge")
     assert "even attention is bound by arithmetic" in intensity.attention_bound(1.5, 0.05)
     assert intensity.per_user_speed(1.02, 64).startswith("stayed about the same")
-    assert intensity.bytes_growth(1.2, 64, 500.0).startswith("is nearly flat")
+    assert intensity.bytes_growth(1.05, 64, 500.0).startswith("is nearly flat")
 
 
 def test_speed_change_and_fused_result():
@@ -218,7 +269,14 @@ def test_context_sweep_runs(tiny_setup):
 
 def _contexts(tpot_s, batch=1, contexts=(128, 2048), roof_s=(1e-3, 1e-3)):
     return intensity.ContextSweep("cpu", "float32", batch, list(contexts), list(tpot_s), [1000, 1500], [100, 600],
-                                  list(roof_s))
+                                  list(roof_s), 1e6)
+
+
+def test_context_sweep_numbers():
+    # 500 more bytes in 0.5 ms: read at the probed 1 MB/s; the shortest step read 1,000 bytes in 2 ms (50 %).
+    text = _contexts([2e-3, 2.5e-3]).numbers()["mismatch_text"]
+    assert "at 50 % of the probed bandwidth" in text and "read at 100 %" in text and "falls short" in text
+    assert "hid beneath" in _contexts([2e-3, 1.9e-3]).numbers()["mismatch_text"]
 
 
 def test_context_sweep_check():

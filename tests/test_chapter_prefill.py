@@ -6,7 +6,6 @@ both ways on hand-built records.
 
 import dataclasses
 import json
-import re
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ import torch
 from llmperf import PRESETS, build_model, cost, hardware
 from llmperf.chapters import prefill
 from llmperf.chapters.setup import Setup, sizes_for_type
+from tests.prose import check_glued_once
 
 H100 = hardware.ACCELERATORS["H100 SXM"]
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "02_prefill_cost.ipynb"
@@ -25,6 +25,53 @@ def test_quadratic_part_and_share_of_probe():
     assert "no real cost can be" in prefill.quadratic_part(-7013.0, -404.0, 1536)
     assert prefill.share_of_probe(80e9, 100e9, "the probe").startswith("80 % of the 100.0 GFLOP/s")
     assert "lower bound" in prefill.share_of_probe(172e9, 100e9, "the probe")
+
+
+@pytest.mark.parametrize("pairs, words", [
+    ([(64, 128, 1.95), (128, 256, 2.05)], "The rule holds across this sweep"),
+    ([(64, 128, 1.30), (128, 256, 1.95), (256, 512, 2.70)], "The rule fails at both ends"),
+    ([(64, 128, 1.30), (128, 256, 1.95)], "The rule holds for the longer prompts, but not the shortest"),
+    ([(1024, 2048, 2.0), (2048, 3072, 1.5), (3072, 4096, 1.6)], "The rule holds for the shorter prompts"),
+    ([(64, 64, 1.0)], "no two prompt lengths to compare"),
+    ([], "no two prompt lengths to compare"),
+])
+def test_doubling_text_has_a_verdict_for_every_sweep(pairs, words):
+    text = prefill.doubling_text(pairs)
+    assert text.startswith(words) or words in text
+    if "fails at both ends" in text:  # the shortest slow pair and the longest fast pair, with their numbers
+        assert "from 64 to 128 tokens (2.00 times the prompt) TTFT grew 1.30-fold" in text
+        assert "from 256 to 512 tokens" in text and "2.70-fold" in text
+
+
+def test_growth_exponent():
+    assert prefill.growth_exponent(2, 2) == pytest.approx(1)
+    assert prefill.growth_exponent(2, 4) == pytest.approx(2)
+    assert prefill.growth_exponent(1.5, 1.5) == pytest.approx(1)
+
+
+def test_intercept_text():
+    assert prefill.intercept_text(3.2, 8.0, 64) == ("The fit's intercept, a = 3.20 ms, estimates this fixed cost: "
+                                                     "40 % of the 8.0 ms TTFT at 64 tokens")
+    text = prefill.intercept_text(-1.5, 8.0, 64)
+    assert "a = -1.50 ms, at or below zero" in text and "estimates this fixed cost" not in text
+
+
+@pytest.mark.parametrize("growth, words", [
+    (3.9, "close to 4-fold, for 1.03 times the tokens per second"),
+    (4.4, "close to 4-fold"),
+    (5.0, "more than 4-fold: the batched pass was slower per prompt token"),
+    (2.5, "well short of 4-fold, so batching bought 1.60 times the tokens per second"),
+    (1.5, "grew only 1.50-fold, less than half of 4-fold"),
+])
+def test_batch_ttft_text(growth, words):
+    assert words in prefill.batch_ttft_text(growth, 4)
+
+
+@pytest.mark.parametrize("gain, words", [(1.02, "about the same throughput as batch 1 (1.02×)"),
+                                         (0.8, "less throughput than batch 1 (0.80×)"),
+                                         (1.3, "a gain of 1.30×")])
+def test_batch_gain_text(gain, words):
+    assert prefill.batch_gain_text(gain, 4) == f"{words}, against the 4× that free batching would give"
 
 
 def test_model_texts():
@@ -97,6 +144,13 @@ def test_ttft_sweep_records_every_length(s):
     assert sweep.flops == [cost.prefill_flops("tiny", S, attention="causal", logits_for=1).total for S in sweep.lengths]
     assert sweep.attention_full[-1] == cost.prefill_flops("tiny", 32, attention="full").attention
     assert sweep.ops_per_pass > 0 and sweep.table().data.shape == (4, 6)
+    assert [(a, b) for a, b, _ in sweep.pairs] == [(8, 16), (16, 24), (24, 32)]
+    ratios = sweep.ratio_table().data
+    assert list(ratios.columns) == ["from (tokens)", "to (tokens)", "length ratio", "TTFT ratio, measured",
+                                    "TTFT ratio, predicted", "exponent k"]
+    assert list(ratios["length ratio"]) == [2.0, 1.5, pytest.approx(4 / 3)]
+    assert ratios["TTFT ratio, measured"][0] == pytest.approx(sweep.ttft[1] / sweep.ttft[0])
+    assert ratios["TTFT ratio, predicted"][0] == pytest.approx(sweep.flops[1] / sweep.flops[0])
     grid, causal, full = sweep.predicted_curve(points=5)
     assert grid == [8, 14, 20, 26, 32] and all(f >= c for f, c in zip(full, causal))
 
@@ -133,6 +187,14 @@ def test_sweep_check_both_ways():
         hand_sweep([0.010, 0.019, 0.036, 0.060]).check()
 
 
+def test_the_sweep_glues_its_verdicts():
+    n = hand_sweep([0.010, 0.019, 0.040, 0.090]).numbers()
+    assert n["doubling_text"].startswith("The rule") and n["intercept_text"].startswith("The fit's intercept")
+    assert "len_ratio" not in n and "ttft_ratio" not in n  # replaced by the table and its verdict
+    b = hand_batch(0.10, 0.35).numbers()
+    assert "close to 4-fold" in b["batch_ttft_text"] and b["batch_gain_text"].startswith("a gain of 1.14×")
+
+
 def test_batch_check_both_ways():
     hand_batch(0.10, 0.35).check()  # gain 1.14, TTFT 3.5 times
     with pytest.raises(AssertionError, match="throughput gain"):
@@ -149,12 +211,7 @@ def test_numbers_are_what_the_prose_glues(s):
     check = prefill.FlopCheck("smollm2-135m", [prefill.CountedRow(512, 10, 10, 8)])
     parts = [est.numbers(), check.numbers(), sweep.numbers(), hand_batch(0.10, 0.35).numbers(),
              prefill.exercise_numbers(est, sweep)]
-    names = [name for part in parts for name in part]
-    assert len(names) == len(set(names)), "a name is glued twice"
-    cells = json.loads(NOTEBOOK.read_text())["cells"]
-    referenced = {m for c in cells if c["cell_type"] == "markdown"
-                  for m in re.findall(r"\{glue:text\}`([A-Za-z0-9_]+)", "".join(c["source"]))}
-    assert referenced <= set(names), sorted(referenced - set(names))
+    check_glued_once(parts, NOTEBOOK)
     json.dumps(parts)
 
 
@@ -169,6 +226,9 @@ def test_the_exercise_borrows_a_gpu_reference_probe(s, tmp_path):
     ref = fileformat.empty("cuda", "NVIDIA A100-SXM4-80GB")
     ref["probes"] = {"date": "2026-12-02T00:00:00+00:00", "environment": {}, "values": {"matmul_bfloat16": 234e12}}
     save(ref, tmp_path / "a100.json")
+    t4 = fileformat.empty("cuda", "NVIDIA Tesla T4")  # newer, but not in the accelerator table: passed over
+    t4["probes"] = {"date": "2026-12-03T00:00:00+00:00", "environment": {}, "values": {"matmul_bfloat16": 50e12}}
+    save(t4, tmp_path / "t4.json")
     n = prefill.exercise_numbers(est, sweep, where=tmp_path)
     assert n["gpu_eff_pct"] == pytest.approx(75) and "another GPU than the H100 (A100 SXM 80GB)" in n["gpu_cores_text"]
     assert n["gpu_probe_label"] == "reference run: NVIDIA A100-SXM4-80GB, 2026-12-02"

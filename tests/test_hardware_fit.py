@@ -137,7 +137,7 @@ def test_op_overhead_is_a_few_microseconds_or_more():
 @pytest.mark.parametrize("free_memory", [80e9, 24e9])
 def test_chapter_2_gpu_sweep_model_leaves_the_launch_floor(free_memory):
     """Chapter 2 asserts that TTFT at least doubles over its sweep. On a GPU that needs a model whose longest
-    prefill takes well over the fixed cost of its ops: at 5 µs an op (the widely quoted launch cost) and an
+    prefill takes well over the fixed cost of its ops: at 5 µs an op (the source notes' launch cost) and an
     H100's datasheet rate, the longest prompt's arithmetic must exceed twice the shortest pass's floor.
     SmolLM2-135M does not (an H200 measured its TTFT flat at 17-20 ms from 1,024 to 8,192 tokens)."""
     from llmperf import build_model

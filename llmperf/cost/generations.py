@@ -55,7 +55,7 @@ def generation_passes(cfg: "ModelConfig | str", prompt: int, new_tokens: int, ca
     form="exact": the products that run. Logits for one position per pass, and
     attention over the whole score matrix of every full pass (what the "math"
     attention computes, and so what `profiling.count_flops` counts); a decode step's
-    query scores its context. form="estimate": the widely quoted conventions,
+    query scores its context. form="estimate": the source notes' conventions,
     2·N_params FLOPs per position through a pass (LM head at every position) and
     4·S²·d_model·L for the attention of a pass over S positions.
     Bytes: every pass reads the weights once (as `decode_bytes`: embedding table

@@ -15,6 +15,8 @@ What is where:
   torch.compile replays (`replay_step` -> `Replay`, GPU only), sampling
   (`time_sampling` -> `Sampling`), half precision on a processor
   (`measure_half_precision` -> `HalfPrecision`); the last cell's line (`closing_line`);
+- `published`: published launch-overhead measurements (SGLang, gpt-fast, NVIDIA's CUDA Graphs post),
+  cited constants, and the words they support about the source notes' figures (`published_launches`);
 - `claims`: the sentences, pure functions of numbers.
 
 Each record's `numbers()` is what the chapter's prose glues, `table()` what it
@@ -23,12 +25,15 @@ order, each taking the records it needs from the ones before.
 """
 
 from .claims import (  # noqa: F401
-    clock_text, clock_word, fixed_costs, fused_ops, graph_result, half_precision, head_time_share, kernels_text,
-    launch_vs_bytes, no_half_precision, no_numpy_step, numpy_step_account, outside_label, outside_text,
-    roofline_multiple, table_note)
+    batch_ops, clock_text, clock_word, fixed_costs, fused_ops, graph_result, half_precision, half_precision_choice,
+    head_time_share, kernels_text, launch_overlap, launch_vs_bytes, no_half_precision, no_half_precision_choice,
+    no_numpy_step, numpy_step_account, outside_label, outside_text, replayed_floor, roofline_multiple, table_note)
 from .predicted import (  # noqa: F401
     H100, SEED_LAUNCH_US, HeadCost, Prediction, StepBytes, VocabCosts, exercise_numbers, predict,
     step_bytes, vocab_costs)
+from .published import (  # noqa: F401
+    GPTFAST_COMPILED_TPS, GPTFAST_EAGER_TPS, GRAPH_KERNEL_S, GRAPH_REPLAYED_S, GRAPH_SYNCED_S, SGLANG_EAGER_S,
+    SGLANG_GRAPH_S, eager_multiple, graph_overhead, graph_share, published_launches)
 from .profiled import (  # noqa: F401
     NumpyAccount, OpCounts, Profile, StepSplit, count_ops, profile_step, time_numpy_step)
 from .timed import (  # noqa: F401

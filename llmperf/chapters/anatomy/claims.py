@@ -10,21 +10,26 @@ from __future__ import annotations
 from ..wording import duration, speed_change, times
 
 
-def fixed_costs(overhead: float, gap: float) -> str:
+def fixed_costs(overhead: float, gap: float, bandwidth_time: float, gpu: bool = False) -> str:
     """What the ops' fixed costs (ops per step × one tiny op's time) explain of `gap`, the step's measured
-    time minus its bytes ÷ bandwidth."""
+    time minus `bandwidth_time`, its bytes ÷ bandwidth; `gpu`: the step ran on a GPU."""
     if gap <= 0:
         return ("The step ran no slower than its bytes ÷ bandwidth here, so there is no gap to explain: the "
                 "probe's bandwidth was an underestimate on this run")
     said = f"{duration(overhead)} of fixed costs against a gap of {duration(gap)}"
     share = overhead / gap
     if share > 1.25:
-        return (f"{said}: more than the whole gap. On this device an op's fixed cost partly overlaps other "
-                "work (a GPU runs one kernel while the processor prepares the next), so the two do not simply "
-                "add up")
+        if gpu:
+            return (f"{said}: more than the whole gap. Launches are asynchronous: the GPU runs one kernel while "
+                    "the processor prepares the next, so the two overlap instead of adding up")
+        return (f"{said}: more than the whole gap, so the tiny op overstates what the step's ops cost on "
+                "average: many of them are views and reshapes, which allocate and compute nothing")
     if share >= 0.8:
-        return (f"{said}: nearly all of it. This step is bound by the number of ops it dispatches, not by the "
-                "bytes they move")
+        if overhead >= bandwidth_time:
+            return (f"{said}: nearly all of it, and more than the {duration(bandwidth_time)} the bytes need. "
+                    "This step is bound by the number of ops it dispatches more than by the bytes they move")
+        return (f"{said}: nearly all of it, though less than the {duration(bandwidth_time)} the bytes need. The "
+                "bytes still set most of the step; the ops' fixed costs are what it adds to them")
     rest = ("the rest is time outside the ops and ops streaming their bytes below the probe's rate (the "
             "profile shows both)")
     if share >= 0.2:
@@ -33,15 +38,57 @@ def fixed_costs(overhead: float, gap: float) -> str:
 
 
 def roofline_multiple(ratio: float, who: str) -> str:
-    """A step's measured time ÷ its bytes ÷ bandwidth, against the "2-3 times" widely quoted for a plain
+    """A step's measured time ÷ its bytes ÷ bandwidth, against the source notes' "2-3 times" for a plain
     PyTorch loop."""
     ratio = round(ratio, 1)  # the words must agree with the number printed
     said = f"{who} took {ratio:.1f} times its bytes ÷ bandwidth"
     if ratio < 2:
-        return f"{said}, less than the 2–3 times the widely quoted account expects of a plain PyTorch loop"
+        return f"{said}, less than the 2–3 times the source notes expect of a plain PyTorch loop"
     if ratio <= 3:
-        return f"{said}, within the 2–3 times the widely quoted account expects of a plain PyTorch loop"
-    return f"{said}, more than the 2–3 times the widely quoted account expects of a plain PyTorch loop"
+        return f"{said}, within the 2–3 times the source notes expect of a plain PyTorch loop"
+    return f"{said}, more than the 2–3 times the source notes expect of a plain PyTorch loop"
+
+
+def launch_overlap(launch: float, bandwidth_time: float) -> str:
+    """A step's launches (ops × a launch's cost) against its bytes ÷ bandwidth, when launches are asynchronous:
+    the step takes at least the larger of the two and at most their sum."""
+    small, large = sorted((launch, bandwidth_time))
+    if small < 0.05 * large:
+        bounds = (f"the step takes about the larger of the two, {duration(large)}: the other adds at most "
+                  f"{duration(small)}")
+    else:
+        bounds = (f"the step takes at least the larger of the two, {duration(large)}, and at most their sum, "
+                  f"{duration(launch + bandwidth_time)}")
+    if launch > bandwidth_time:
+        return (f"{bounds}. Here the launches alone outlast the bytes, so the processor cannot launch work as "
+                "fast as the GPU finishes it, and the GPU spends part of the step waiting")
+    return (f"{bounds}. Here the bytes outlast the launches, so the long kernels can hide the launches queued "
+            "behind them, and only the runs of short kernels leave the GPU waiting")
+
+
+def replayed_floor(ops: float, per_kernel: float, bandwidth_time: float) -> str:
+    """A step's `ops` replayed from a CUDA Graph at `per_kernel` seconds of fixed cost each (a graph's cost per
+    kernel beyond the kernel's work), against its bytes ÷ bandwidth."""
+    cost = ops * per_kernel
+    ratio = cost / bandwidth_time
+    said = (f"at that rate its {ops:,.0f} kernels would still cost {duration(cost)} replayed, {times(ratio)} its "
+            f"{duration(bandwidth_time)} of bytes")
+    if ratio >= 2:
+        return f"{said}: even replayed, the step stays well above its bytes"
+    if ratio >= 0.5:
+        return f"{said}: replayed, the fixed costs no longer dominate the step, but they still count"
+    return f"{said}: replayed, the step comes close to its bytes"
+
+
+def batch_ops(ops: int, batched_ops: int, batch: int) -> str:
+    """A one-layer step's ops at batch 1 (`ops`) and at `batch` sequences (`batched_ops`): what a token's share
+    of the fixed costs does."""
+    if batched_ops == ops:
+        return (f"the same {ops:,d} ops at batch 1 and at batch {batch}: the number of ops does not depend on how "
+                f"many sequences a step carries, so {batch} tokens share each op's fixed cost, and a token's "
+                f"share falls {batch}-fold")
+    return (f"{ops:,d} ops at batch 1 against {batched_ops:,d} at batch {batch}: {batch} tokens share them, so a "
+            f"token's share of the fixed costs falls {batch * ops / batched_ops:.1f}-fold")
 
 
 def graph_result(device_type: str, eager: float, graph: float | None, compiled: float | None,
@@ -56,26 +103,34 @@ def graph_result(device_type: str, eager: float, graph: float | None, compiled: 
     text = (f"Replayed from a CUDA Graph the step took {duration(graph)} against {duration(eager)} eager, "
             f"{speed_change(eager, graph, 'eager')}")
     if graph < eager:
-        text += f": {100 * (1 - graph / eager):.0f} % of the eager step was spent launching kernels one by one"
+        text += (f": the replay removed {100 * (1 - graph / eager):.0f} % of the eager step, the launches and "
+                 "the Python and dispatcher work that ran before each of them")
     if compiled is not None:
         text += (f"; torch.compile in reduce-overhead mode, which also fuses small ops into fewer kernels, took "
                  f"{duration(compiled)}, {speed_change(eager, compiled, 'eager')}")
     best = min(t for t in (graph, compiled) if t is not None)
-    return (f"{text}. The fastest is still {best / bandwidth_time:.1f} times the step's bytes ÷ bandwidth "
-            f"({duration(bandwidth_time)}): even replayed, each of its kernels has a fixed cost on the GPU")
+    ratio = round(best / bandwidth_time, 1)  # the words must agree with the number printed
+    said = f"The fastest took {ratio:.1f} times the step's bytes ÷ bandwidth ({duration(bandwidth_time)})"
+    if ratio < 0.9:
+        return f"{text}. {said}: less than its bytes need at the probed bandwidth, which this step beat"
+    if ratio <= 1.1:
+        return f"{text}. {said}: replayed, the step runs about as fast as its bytes allow"
+    return f"{text}. {said}: even replayed, each of its kernels has a fixed cost on the GPU"
 
 
-def head_time_share(time_share: float, byte_share: float) -> str:
-    """The LM head's share of the profiled time in ops against its share of the step's bytes."""
-    said = (f"The LM head took {100 * time_share:.1f} % of the time spent in ops, for "
-            f"{100 * byte_share:.1f} % of the bytes")
-    ratio = time_share / byte_share
+def head_time_share(time_share: float, byte_share: float, head_rate: float, proj_rate: float) -> str:
+    """The LM head's share of the profiled time in ops and of the step's bytes, and the rate at which it
+    streamed its matrix (`head_rate`, bytes/s) against the layers' weight products (`proj_rate`)."""
+    said = (f"The LM head took {100 * time_share:.1f} % of the time spent in ops, for {100 * byte_share:.1f} % "
+            f"of the bytes, and streamed its matrix at {head_rate / 1e9:,.1f} GB/s against the projections' "
+            f"{proj_rate / 1e9:,.1f} GB/s")
+    ratio = head_rate / proj_rate
     if abs(ratio - 1) <= 0.25:
-        return f"{said}: about its share, so it streams its matrix at about the rate of the other products"
+        return f"{said}: about the same rate, so one large product reads memory no faster than many small ones"
     if ratio > 1:
-        return f"{said}: more than its share, so its product streams its matrix more slowly than the others do"
-    return (f"{said}: less than its share. One large product streams its matrix faster than many small ones, "
-            "each of which pays a fixed cost")
+        return (f"{said}: faster. One large product streams its matrix faster than many small ones, each of "
+                "which pays a fixed cost")
+    return f"{said}: slower, so its one large product streams its matrix less well than the layers' smaller ones"
 
 
 def fused_ops(plain_ops: float, fused_ops: float, in_numpy: bool = False) -> str:
@@ -85,22 +140,32 @@ def fused_ops(plain_ops: float, fused_ops: float, in_numpy: bool = False) -> str
     if in_numpy:
         return (f"hands the whole step to NumPy (llmperf.fast.NumpyDecodeStep): the profiler sees only the "
                 f"{fused_ops:,.0f} PyTorch ops around it, against the plain model's {plain_ops:,.0f}. The same "
-                "arithmetic runs as about thirty NumPy operations per layer, without a PyTorch op's fixed cost "
-                "each (the next section times them)")
+                "arithmetic runs as NumPy calls, without a PyTorch op's fixed cost each (a section near the end "
+                "of the chapter times them)")
     return (f"calls {fused_ops:,.0f} ops a step against the plain model's {plain_ops:,.0f}: among other "
             "things, one product for q, k and v together and one for the gate and up projections, where the "
             "plain model calls five, and one rotation for q and k together")
 
 
+def _beyond(extra: float, what: str, whose: str) -> str:
+    """`extra` seconds of `what` beyond `whose` bytes ÷ bandwidth, or the time by which it beat them."""
+    if extra > 0:
+        return f"{duration(extra)} of {what} beyond {whose} bytes ÷ bandwidth"
+    return f"less the {duration(-extra)} by which {what} beat {whose} bytes ÷ bandwidth"
+
+
 def numpy_step_account(*, step: float, bandwidth_time: float, weights: float, weights_bandwidth_time: float,
-                       small: float, small_lines: float, between: float) -> str:
+                       attention: float, attention_bandwidth_time: float, small: float, small_lines: float,
+                       between: float) -> str:
     """The fused NumPy step's time, millisecond by millisecond, against its bytes ÷ bandwidth. `weights`: the
-    products and the LM head (`weights_bandwidth_time`: their bytes ÷ the probed bandwidth); `small`: the
-    stretches of code that read no weights (norms, RoPE, the cache write, attention, SiLU, residual adds),
-    `small_lines` of them per step; `between`: the Python between the timed stretches."""
+    products and the LM head (`weights_bandwidth_time`: their bytes ÷ the probed bandwidth); `attention`: the
+    scores and weighted sums over the cached keys and values (`attention_bandwidth_time`: the cache's bytes ÷
+    bandwidth); `small`: the stretches of code that read no weights and few bytes (norms, RoPE, the cache
+    write, SiLU, residual adds), `small_lines` of them per step; `between`: the Python between the stretches."""
     gap = step - bandwidth_time
     slow_weights = weights - weights_bandwidth_time  # the products' time beyond their bytes ÷ bandwidth
-    rest = gap - slow_weights  # the small ops and Python beyond their own (few) bytes ÷ bandwidth
+    slow_attention = attention - attention_bandwidth_time
+    rest = gap - slow_weights - slow_attention  # the small ops and Python beyond their own (few) bytes ÷ bandwidth
     rate = weights_bandwidth_time / weights  # their streaming rate as a fraction of the probe's
     if rate > 1:
         streamed = (f"{100 * rate:.0f} % of the probed bandwidth: faster than the probe reads memory, so "
@@ -113,18 +178,16 @@ def numpy_step_account(*, step: float, bandwidth_time: float, weights: float, we
         streamed = f"only {100 * rate:.0f} % of the probed bandwidth"
     text = (f"The step took {duration(step)} against {duration(bandwidth_time)} for its bytes. The weight "
             f"products and the LM head took {duration(weights)} of it ({100 * weights / step:.0f} %), streaming "
-            f"their matrices at {streamed}. The code that reads no weights took {duration(small)}: "
-            f"{small_lines:.0f} timed stretches of a few NumPy calls each, {duration(small / small_lines)} a "
-            f"stretch, on vectors of a few hundred numbers whose bytes would need microseconds in all. Python "
-            f"between the stretches took {duration(between)}")
+            f"their matrices at {streamed}. Attention, which reads the cached keys and values, took "
+            f"{duration(attention)} against {duration(attention_bandwidth_time)} for their bytes. The code that "
+            f"reads no weights took {duration(small)}: {small_lines:.0f} timed stretches of a few NumPy calls "
+            f"each, {duration(small / small_lines)} a stretch, on vectors of a few hundred numbers whose bytes "
+            f"would need microseconds in all. Python between the stretches took {duration(between)}")
     if gap <= 0:
         return f"{text}. The step ran no slower than its bytes ÷ bandwidth: the probe underestimated this run"
-    if slow_weights <= 0:
-        return (f"{text}. So the small ops and Python are the whole of the {duration(gap)} between the step "
-                "and its bytes ÷ bandwidth")
-    return (f"{text}. So the {duration(gap)} between the step and its bytes ÷ bandwidth is "
-            f"{duration(slow_weights)} of products streaming below the probe's rate and {duration(rest)} of "
-            "small ops and Python")
+    return (f"{text}. So the {duration(gap)} between the step and its bytes ÷ bandwidth is {duration(rest)} of "
+            f"small ops and Python, {_beyond(slow_weights, 'the products', 'their')}, and "
+            f"{_beyond(slow_attention, 'attention', 'its')}")
 
 
 def half_precision(flags: dict[str, str], rates: dict[tuple[str, str], float], nbytes: int = 512 << 20) -> str:
@@ -163,6 +226,27 @@ def half_precision(flags: dict[str, str], rates: dict[tuple[str, str], float], n
     return (f"{text}. Where half the bytes do not halve the time, the kernel, not memory, sets the pace: it "
             "does not turn 2-byte weights into arithmetic as fast as memory delivers them, and a step in that "
             "dtype is bound by the kernel's speed, not by its bytes")
+
+
+def half_precision_choice(best_ratio: float) -> str:
+    """Why the chapters measure in float32 on a processor, from `best_ratio`: the faster 2-byte dtype's
+    product time ÷ float32's (`HalfPrecision.best_ratio`)."""
+    if best_ratio <= 0.6:
+        return (f"On this processor half the bytes would pay: a 2-byte step's products would take {best_ratio:.2f} "
+                "times float32's time. The chapters still measure in float32 on every processor, so that one dtype "
+                "serves processors with and without fast 2-byte kernels, and so that the fused model's NumPy "
+                "step, which runs only in float32, can run")
+    if best_ratio < 0.9:
+        return ("On this processor half the bytes would buy back only part of the time. The chapters measure "
+                "in float32 on every processor: every kernel supports it, the fused model's NumPy step included")
+    return ("This is why the chapters run on a processor in float32: on this one, half the bytes would not "
+            "make a step faster")
+
+
+def no_half_precision_choice(dtype: str) -> str:
+    """Why this run's dtype is 2-byte: a GPU (or MPS) multiplies 2-byte weights natively."""
+    return (f"On this device the chapters measure in {dtype}, as servers do: its products take 2-byte weights "
+            "natively")
 
 
 def clock_text(gpu: bool) -> str:

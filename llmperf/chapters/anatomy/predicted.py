@@ -14,9 +14,12 @@ from ... import cost, hardware
 from ...cost import KIND_LABELS, LM_HEAD
 from ...device import dtype_name
 from ..wording import duration
+from . import claims
+from .published import graph_overhead
 
 H100 = hardware.ACCELERATORS["H100 SXM"]
-SEED_LAUNCH_US = 5  # the widely quoted account's "roughly 5 µs of launch overhead each"
+SEED_LAUNCH_US = 5  # the source notes' "roughly 5 µs of launch overhead each"
+SEED_LINES = 10  # the lines of the source notes' list of one layer's steps (their "200+" counts about one launch each)
 VOCAB_MODELS = ("llama-3-8b", "mistral-7b", "smollm2-135m")
 
 
@@ -115,7 +118,7 @@ class Prediction:
         # 1. The bytes by kind of op add up to the cost model's step, for both models.
         assert self.smol.total == self.smol_decode_bytes, (self.smol.total, self.smol_decode_bytes)
         assert self.llama.total == self.llama_decode_bytes, (self.llama.total, self.llama_decode_bytes)
-        # 4. The LM head is 7.0 % of a Llama-3-8B step's bytes, as the widely quoted account says.
+        # 4. The LM head is 7.0 % of a Llama-3-8B step's bytes, as the source notes say.
         assert round(100 * self.llama.head_share, 1) == 7.0, 100 * self.llama.head_share
         # 5. Every kind of op is bandwidth-bound: Llama-3-8B's far below an H100's ridge, and SmolLM2's in this
         #    dtype below this machine's ridge, as measured.
@@ -199,7 +202,9 @@ def vocab_costs(models=VOCAB_MODELS) -> VocabCosts:
 def exercise_numbers(cfg, counts, batch: int = 64) -> dict[str, object]:
     """The exercises' answers: Llama-3-8B with twice its vocabulary; SmolLM2's step (`cfg`, 2-byte weights,
     after `counts.context` tokens) and Llama-3-8B's, their bytes on an H100 against their ops (`counts`, an
-    `OpCounts`, extrapolated to each depth) at SEED_LAUNCH_US a launch; Llama-3-8B's LM head at `batch`."""
+    `OpCounts`, extrapolated to each depth) at SEED_LAUNCH_US a launch, and replayed at a CUDA Graph's cost per
+    kernel (`published.graph_overhead`); Llama-3-8B's LM head at `batch`; the one-layer step's ops at batch 1
+    and at `counts.batch`."""
     context, ops_smol, ops_llama = counts.context, counts.at_depth(cfg.n_layers), counts.at_depth(counts.llama_layers)
     llama = cost.get_config("llama-3-8b")
     l8 = step_bytes(llama, 1)
@@ -212,7 +217,12 @@ def exercise_numbers(cfg, counts, batch: int = 64) -> dict[str, object]:
         "ex_vocab_ms": big.total / H100.bandwidth * 1e3,
         "ex_smol_mb": smol_bytes / 1e6, "ex_smol_bw_us": smol_bytes / H100.bandwidth * 1e6,
         "ex_smol_launch_ms": smol_launch * 1e3, "ex_smol_x": smol_launch / (smol_bytes / H100.bandwidth),
+        "ex_smol_overlap": claims.launch_overlap(smol_launch, smol_bytes / H100.bandwidth),
+        "ex_replayed_text": claims.replayed_floor(ops_smol, graph_overhead(), smol_bytes / H100.bandwidth),
         "ex_l8_x": ops_llama * SEED_LAUNCH_US * 1e-6 / (l8.total / H100.bandwidth),
         "ex_batch": batch, "ex_batch_intensity": step_bytes(llama, 1, batch=batch).kinds[LM_HEAD].intensity,
         "ex_batch_cross": math.ceil(H100.ridge / head_intensity),
+        "ex_ops_batch": counts.batch, "ex_ops_1layer": counts.by_depth["1"]["ops"],
+        "ex_ops_batched": counts.batched_ops,
+        "ex_batch_ops_text": claims.batch_ops(counts.by_depth["1"]["ops"], counts.batched_ops, counts.batch),
     }

@@ -21,7 +21,7 @@ from ...device import dtype_name
 from ...profiling import OpTime, StepProfile, forward_fn, numpy_step_times, op_counts, op_times
 from ...timing import bench
 from . import claims
-from .predicted import SEED_LAUNCH_US, Prediction
+from .predicted import SEED_LAUNCH_US, SEED_LINES, Prediction
 
 WEIGHT_KINDS = (PROJECTIONS, LM_HEAD)  # the kinds that read weight matrices
 
@@ -105,7 +105,8 @@ class Profile(StepSplit):
             "table_note": claims.table_note(self.gpu, per_call["norms"], per_call["attention"]),
             "clock_text": claims.clock_text(self.gpu), "clock_word": claims.clock_word(self.gpu),
             "outside_text": claims.outside_text(self.gpu),
-            "head_text": claims.head_time_share(k[LM_HEAD].seconds / self.in_ops, head_bytes),
+            "head_text": claims.head_time_share(k[LM_HEAD].seconds / self.in_ops, head_bytes, self.rate(LM_HEAD),
+                                                self.rate(PROJECTIONS)),
         }
 
     def table(self):
@@ -149,12 +150,15 @@ class NumpyAccount(StepSplit):
 
     def numbers(self) -> dict[str, object]:
         if self.skipped:
-            return {"account_text": self.skipped}
-        small = [k for k in OP_KINDS if k not in WEIGHT_KINDS]
-        return {"account_text": claims.numpy_step_account(
+            return {"account_text": self.skipped, "stretches_per_layer": 0}
+        small = [k for k in OP_KINDS if k not in WEIGHT_KINDS + ("attention",)]
+        lines = sum(self.kinds[k].ops for k in small)
+        return {"stretches_per_layer": lines / self.n_layers, "account_text": claims.numpy_step_account(
             step=self.step, bandwidth_time=self.bandwidth_time, weights=self.seconds_of(WEIGHT_KINDS),
             weights_bandwidth_time=sum(self.kind_bytes[k] for k in WEIGHT_KINDS) / self.bandwidth,
-            small=self.seconds_of(small), small_lines=sum(self.kinds[k].ops for k in small), between=self.outside)}
+            attention=self.kinds["attention"].seconds,
+            attention_bandwidth_time=self.kind_bytes["attention"] / self.bandwidth,
+            small=self.seconds_of(small), small_lines=lines, between=self.outside)}
 
     def table(self):
         """Per kind: timed stretches, time, bytes ÷ bandwidth, GB/s, % of the probe; then Python between the
@@ -206,6 +210,8 @@ class OpCounts:
     llama_layers: int = 32
     profiled_ops: float = 0.0
     llama_h100_time: float = 0.0  # Llama-3-8B's bytes at an H100's bandwidth, seconds
+    batch: int = 8
+    batched_ops: int = 0  # the one-layer model's ops at `batch` sequences (by_depth["1"] is at batch 1)
 
     def per_layer(self, what: str = "ops") -> int:
         """`what` ("ops" or "kernels") per layer: the two-layer model's count minus the one-layer model's."""
@@ -227,8 +233,10 @@ class OpCounts:
         ops_l8 = self.at_depth(self.llama_layers)
         launch = ops_l8 * SEED_LAUNCH_US * 1e-6
         return {"ops_per_layer": self.per_layer(), "ops_fixed": self.fixed(), "ops_l8": ops_l8,
-                "seed_launch_us": SEED_LAUNCH_US, "l8_launch_ms": launch * 1e3,
+                "seed_launch_us": SEED_LAUNCH_US, "l8_launch_ms": launch * 1e3, "seed_lines": SEED_LINES,
+                "seed_lines_l8": SEED_LINES * self.llama_layers,
                 "l8_launch_vs_bytes": claims.launch_vs_bytes(launch / self.llama_h100_time),
+                "l8_launch_overlap": claims.launch_overlap(launch, self.llama_h100_time),
                 "kernels_text": claims.kernels_text(self.gpu, self.per_layer("kernels"), self.fixed("kernels"),
                                                     self.at_depth(self.llama_layers, "kernels"))}
 
@@ -258,19 +266,23 @@ class OpCounts:
         assert self.at_depth(self.n_layers) == self.profiled_ops, (self.at_depth(self.n_layers), self.profiled_ops)
 
 
-def count_ops(s, profile: Profile, prediction: Prediction) -> OpCounts:
+def count_ops(s, profile: Profile, prediction: Prediction, batch: int = 8) -> OpCounts:
     """Count the ops of one decode step (after `s.sizes.decode_context` tokens) of `s.model`'s architecture
-    with one layer and with two (random weights, `s.device`, `s.dtype`)."""
+    with one layer and with two (random weights, `s.device`, `s.dtype`), and of the one-layer model's step at
+    `batch` sequences."""
     from ...weights import build_model
 
     cfg, ctx = s.model.cfg, s.sizes.decode_context
     by_depth = {}
     for layers in (1, 2):
-        c = op_counts(build_model(cfg.with_(n_layers=layers), s.device, s.dtype), context=ctx)
+        model = build_model(cfg.with_(n_layers=layers), s.device, s.dtype)
+        c = op_counts(model, context=ctx)
         by_depth[str(layers)] = {"ops": int(sum(c["ops"].values())), "kernels": int(sum(c["kernels"].values())),
                                  "linears": int(c["ops"]["aten::linear"])}
+        if layers == 1:  # the same step carrying `batch` sequences: the exercise's measurement
+            batched = int(sum(op_counts(model, batch=batch, context=ctx)["ops"].values()))
     return OpCounts(s.device.type, ctx, by_depth, cfg.n_layers, cost.get_config("llama-3-8b").n_layers,
-                    float(profile.ops), prediction.llama_h100_time)
+                    float(profile.ops), prediction.llama_h100_time, batch, batched)
 
 
 def _kinds(prof) -> dict[str, OpTime]:

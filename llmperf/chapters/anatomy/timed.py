@@ -48,7 +48,8 @@ class FixedCost:
     def numbers(self) -> dict[str, object]:
         overhead = self.plain_ops * self.op
         return {"t_op_us": self.op * 1e6, "overhead_ms": overhead * 1e3, "t_plain_ms": self.plain * 1e3,
-                "fixed_text": claims.fixed_costs(overhead, self.plain - self.bandwidth_time),
+                "fixed_text": claims.fixed_costs(overhead, self.plain - self.bandwidth_time, self.bandwidth_time,
+                                                 gpu=self.device == "cuda"),
                 "plain_multiple_text": claims.roofline_multiple(self.plain / self.bandwidth_time,
                                                                 "The plain model's step"),
                 "fused_multiple": self.fused / self.bandwidth_time,
@@ -214,18 +215,27 @@ def time_sampling(s, fixed: FixedCost, repeat: int = 50) -> Sampling:
 class HalfPrecision:
     """What this processor reports for 2-byte arithmetic (`flags`: {flag: what it does}) and the bytes/s of
     one-row products streaming `nbytes` of weights (`rates`: {dtype: {kernel: bytes/s}}). `skipped` says why
-    nothing was measured (a run on a GPU, which the chapter already measured in its 2-byte dtype)."""
+    nothing was measured (a run on a GPU, which the chapter already measured in its 2-byte dtype, `dtype`)."""
 
     flags: dict[str, str] = field(default_factory=dict)
     rates: dict[str, dict[str, float]] = field(default_factory=dict)
     nbytes: int = 512 << 20
     skipped: str | None = None
+    dtype: str = "float32"  # the chapter's dtype on this device
+
+    @property
+    def best_ratio(self) -> float:
+        """The faster 2-byte dtype's time per weight ÷ float32's, each with its fastest kernel: 0.5 where half
+        the bytes halve the time."""
+        f32 = max(self.rates["float32"].values()) / 4  # weights per second
+        return min(f32 / (max(self.rates[d].values()) / 2) for d in ("bfloat16", "float16"))
 
     def numbers(self) -> dict[str, object]:
         if self.skipped:
-            return {"half_text": self.skipped}
+            return {"half_text": self.skipped, "dtype_text": claims.no_half_precision_choice(self.dtype)}
         rates = {(d, k): r for d, kernels in self.rates.items() for k, r in kernels.items()}
-        return {"half_text": claims.half_precision(self.flags, rates, self.nbytes)}
+        return {"half_text": claims.half_precision(self.flags, rates, self.nbytes),
+                "dtype_text": claims.half_precision_choice(self.best_ratio)}
 
     def features(self) -> str:
         """The half-precision features reported, in one line."""
@@ -251,7 +261,8 @@ def measure_half_precision(s, nbytes: int = 512 << 20, repeat: int = 5) -> HalfP
     `nbytes` of weights in float32, bfloat16 and float16 with each kernel (`hardware.ONE_ROW_KERNELS`).
     On another device, nothing: the chapter's own dtype there is 2-byte and native."""
     if s.device.type != "cpu":
-        return HalfPrecision(nbytes=nbytes, skipped=claims.no_half_precision(s.device.type, dtype_name(s.dtype)))
+        return HalfPrecision(nbytes=nbytes, skipped=claims.no_half_precision(s.device.type, dtype_name(s.dtype)),
+                             dtype=dtype_name(s.dtype))
     rates: dict[str, dict[str, float]] = {}
     for (d, kernel), rate in hardware.measure_one_row_products(nbytes=nbytes, repeat=repeat).items():
         rates.setdefault(d, {})[kernel] = float(rate)

@@ -5,15 +5,25 @@ chosen from them.
                  count_generation_flops, whole_generation; quoted_table, naive_crossovers and
                  exercise_numbers are cost-model arithmetic only)
     records      the records: fields, numbers() for the prose, table(), check() for the last cell
-    claims       the sentences chosen from the numbers (naive_gap, gap_by_device); pure Python
+    waste        what the naive loop wastes, by arithmetic alone: each loop's seconds of arithmetic and of
+                 streaming on a device (wastes -> Wastes)
+    batching     one step of B sequences with the cache and without it: step_parts (the cost model),
+                 predicted_batch_steps (Llama-3-8B on an H100) and batch_steps (timed here) -> BatchSteps
+    claims       the sentences chosen from the numbers; pure Python
 """
 
-from .claims import gap_by_device, naive_gap
+from .batching import BatchSteps, batch_steps, predicted_batch_steps, step_parts
+from .claims import batch_gain, dominant_waste, formula_side, gap_by_device, gpu_cores, naive_gap
 from .experiments import (check_agreement, count_generation_flops, exercise_numbers, naive_crossovers, quoted_table,
                           time_steps, whole_generation)
-from .records import (Agreement, CrossoverCurve, Crossovers, FlopCheck, Generation, LoopRun, QuotedLoop, QuotedTable,
-                      StepSweep)
+from .records import (Agreement, CrossoverCurve, Crossovers, FlopCheck, Generation, GpuShare, LoopRun, QuotedLoop,
+                      QuotedTable, StepSweep)
+from .waste import LoopAccount, WasteAccount, Wastes, loop_account, waste_account, wastes
 
-__all__ = ["Agreement", "CrossoverCurve", "Crossovers", "FlopCheck", "Generation", "LoopRun", "QuotedLoop",
-           "QuotedTable", "StepSweep", "check_agreement", "count_generation_flops", "exercise_numbers",
-           "gap_by_device", "naive_crossovers", "naive_gap", "quoted_table", "time_steps", "whole_generation"]
+__all__ = ["Agreement", "BatchSteps", "CrossoverCurve", "Crossovers", "FlopCheck", "Generation", "GpuShare",
+           "LoopAccount", "LoopRun", "QuotedLoop", "QuotedTable", "StepSweep", "WasteAccount", "Wastes",
+           "batch_gain", "batch_steps", "check_agreement", "count_generation_flops", "dominant_waste",
+           "exercise_numbers", "formula_side", "gap_by_device", "gpu_cores", "loop_account", "naive_crossovers",
+           "naive_gap",
+           "predicted_batch_steps", "quoted_table", "step_parts", "time_steps", "waste_account", "wastes",
+           "whole_generation"]

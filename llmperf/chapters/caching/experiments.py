@@ -6,7 +6,8 @@ record of `records`.
 - `count_generation_flops`: PyTorch's FLOP counter over a short generation of each loop, and the cost model's.
 - `whole_generation`: both loops over a whole generation, timed, counted, and put through this machine's
   roofline (`hardware.probe`).
-- `quoted_table`, `naive_crossovers`, `exercise_numbers`: cost-model arithmetic only, nothing run.
+- `quoted_table`, `naive_crossovers`, `exercise_numbers`: cost-model arithmetic only, nothing run
+  (`quoted_table` also reads the committed GPU reference's matmul probe).
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ from ...generation import generate, greedy_logits
 from ...profiling import count_flops, forward_fn
 from ...timing import bench, bench_interleaved
 from ..setup import Setup, random_prompt
-from .records import (Agreement, CrossoverCurve, Crossovers, FlopCheck, Generation, LoopRun, QuotedLoop, QuotedTable,
-                      StepSweep)
+from .claims import formula_side
+from .records import (Agreement, CrossoverCurve, Crossovers, FlopCheck, Generation, GpuShare, LoopRun, QuotedLoop,
+                      QuotedTable, StepSweep)
 
 LOOPS = (("naive", False), ("cached", True))  # (name, cache=)
 
@@ -89,21 +91,31 @@ def whole_generation(s: Setup, new_tokens: int | None = None, here: hardware.Acc
     return Generation(cfg.name, s.device.type, dtype_name(s.dtype), P, n, bpp, here, runs["naive"], runs["cached"])
 
 
-def quoted_table(here: hardware.Accelerator, prompt: int = 512, new_tokens: int = 512) -> QuotedTable:
-    """Llama-3-8B, `prompt` + `new_tokens`, 2-byte weights: each loop's totals in the widely quoted conventions
+def quoted_table(here: hardware.Accelerator, prompt: int = 512, new_tokens: int = 512, where=None) -> QuotedTable:
+    """Llama-3-8B, `prompt` + `new_tokens`, 2-byte weights: each loop's totals in the source notes' conventions
     (2·N per position, full attention) and exact, and its roofline time on an H100 SXM and on `here` at its
-    measured bfloat16 matmul rate (the 2-byte rate; `here.measured["matmul_bfloat16"]`)."""
+    measured bfloat16 matmul rate (the 2-byte rate; `here.measured["matmul_bfloat16"]`). Also the H100's ratio
+    of the two loops with its peak lowered to the share of it that the newest committed GPU reference's
+    bfloat16 matmul probe reached (`where`: the references' folder, default the repository's)."""
+    from ..prefill.counts import measured_gpu  # the newest GPU reference's probes, and its table row
+
     llama = cost.get_config("llama-3-8b")
     h100 = hardware.ACCELERATORS["H100 SXM"]
     here_2byte = dataclasses.replace(here, flops=here.measured["matmul_bfloat16"])
-    loops = {}
+    probes, gpu = measured_gpu(where)
+    efficiency = probes.values["matmul_bfloat16"] / gpu.flops
+    h100_real = dataclasses.replace(h100, flops=efficiency * h100.flops)
+    loops, real = {}, {}
     for name, cached in LOOPS:
         passes = cost.generation_passes(llama, prompt, new_tokens, cached=cached)
         loops[name] = QuotedLoop(cost.generation_cost(llama, prompt, new_tokens, cached=cached, form="estimate"),
                                  cost.generation_cost(llama, prompt, new_tokens, cached=cached),
                                  hardware.roofline_time_of_passes(passes, h100),
                                  hardware.roofline_time_of_passes(passes, here_2byte))
-    return QuotedTable(llama.name, prompt, new_tokens, here_2byte.ridge, h100.ridge, loops["naive"], loops["cached"])
+        real[name] = hardware.roofline_time_of_passes(passes, h100_real)
+    return QuotedTable(llama.name, prompt, new_tokens, here_2byte.ridge, h100.ridge, loops["naive"], loops["cached"],
+                       GpuShare(probes.label, probes.device_name, gpu.flops == h100.flops, efficiency,
+                                real["naive"] / real["cached"]))
 
 
 def naive_crossovers(models: tuple[str, ...] = ("llama-3-8b", "smollm2-135m"), points: int = 25) -> Crossovers:
@@ -122,21 +134,44 @@ def naive_crossovers(models: tuple[str, ...] = ("llama-3-8b", "smollm2-135m"), p
     return Crossovers(curves)
 
 
-def exercise_numbers(generation: Generation, cfg, prompt: int = 512, new_tokens: tuple[int, int] = (128, 2048)
-                     ) -> dict[str, object]:
+def ratio_formula(prompt: int, new_tokens: int) -> float:
+    """The naive ÷ cached FLOPs of the weight products alone, LM head and attention left out: the naive loop's
+    passes cover prompt ... prompt + n − 1 positions, n·(P + (n − 1)/2) in all, the cached loop's P + n − 1."""
+    P, n = prompt, new_tokens
+    return n * (P + (n - 1) / 2) / (P + n - 1)
+
+
+def exercise_numbers(generation: Generation, cfg, prompt: int = 512,
+                     new_tokens: tuple[int, int, int] = (128, 2048, 7680), pass_lengths: tuple[int, int] = (512, 8192)) -> dict[str, object]:
     """The exercises' answers. Llama-3-8B's naive ÷ cached FLOPs after a `prompt`-token prompt for each of
-    `new_tokens`; and this machine's roofline ratio of the two loops (as in `generation`, whose model's
-    config is `cfg`) for twice its new tokens."""
+    `new_tokens` (the last up to the model's context), exact and by `ratio_formula`; the bytes of a naive pass's
+    activations against its weights (2-byte, `cost.decode_bytes(activations=True)` per row) and the pass's
+    intensity with them counted, at `pass_lengths`; and this machine's roofline ratio of the two loops (as in
+    `generation`, whose model's config is `cfg`) for twice its new tokens."""
     llama = cost.get_config("llama-3-8b")
-    n1, n2 = new_tokens
+    n1, n2, n3 = new_tokens
 
     def flop_ratio(n):
         return cost.generation_cost(llama, prompt, n, cached=False).flops / cost.generation_cost(llama, prompt, n).flops
+
+    weights = cost.decode_bytes(llama, 1).weights
+    per_row = cost.decode_bytes(llama, 1, activations=True).part("activations")  # each product's input and output
+
+    def pass_intensity(S):  # a naive pass over S tokens, its activations' bytes counted
+        return cost.prefill_flops(llama, S, attention="full", logits_for=1).total / (weights + S * per_row)
 
     P, n_double = generation.prompt, 2 * generation.new_tokens
     naive_double, cached_double = (hardware.roofline_time_of_passes(
         cost.generation_passes(cfg, P, n_double, cached, bytes_per_param=generation.bytes_per_param), generation.here)
         for _, cached in LOOPS)
-    return {"ex_p": prompt, "ex_n1": n1, "ex_n2": n2, "ex_r1": flop_ratio(n1), "ex_r2": flop_ratio(n2),
+    s1, s2 = pass_lengths
+    return {"ex_p": prompt, "ex_n1": n1, "ex_n2": n2, "ex_n3": n3, "ex_r1": flop_ratio(n1), "ex_r2": flop_ratio(n2),
+            "ex_r3": flop_ratio(n3), "ex_f1": ratio_formula(prompt, n1), "ex_f2": ratio_formula(prompt, n2),
+            "ex_f3": ratio_formula(prompt, n3),
+            "ex_side_text": formula_side([flop_ratio(n) for n in new_tokens],
+                                         [ratio_formula(prompt, n) for n in new_tokens]),
+            "ex_act_row_mb": per_row / 1e6, "ex_w_gb": weights / 1e9, "ex_act_eq": weights / per_row,
+            "ex_s1": s1, "ex_s2": s2, "ex_int_s1": pass_intensity(s1), "ex_int_s2": pass_intensity(s2),
+            "ex_ridge": hardware.ACCELERATORS["H100 SXM"].ridge,
             "ex_n_double": n_double, "ex_pred_double": naive_double / cached_double,
             "ex_pred_now": generation.pred_ratio}

@@ -14,10 +14,11 @@ import pandas as pd
 
 from ...cost import GenerationCost
 from ...fit import Fit, linear_fit
-from ...hardware import Accelerator
-from .claims import gap_by_device, naive_gap
+from ...hardware import ACCELERATORS, Accelerator
+from .claims import gap_by_device, gpu_cores, naive_gap
 
 T = 1e12  # tera: the 512 + 512 table's TFLOP and TB
+H100_PEAK = ACCELERATORS["H100 SXM"].flops
 
 
 @dataclass(frozen=True)
@@ -185,7 +186,7 @@ class Generation:
 
 @dataclass(frozen=True)
 class QuotedLoop:
-    """One loop of the 512 + 512 table: totals in the widely quoted conventions and exact, and its roofline
+    """One loop of the 512 + 512 table: totals in the source notes' conventions and exact, and its roofline
     time on an H100 SXM and on this machine at its 2-byte matmul rate."""
 
     estimate: GenerationCost
@@ -195,8 +196,20 @@ class QuotedLoop:
 
 
 @dataclass(frozen=True)
+class GpuShare:
+    """The share of its datasheet peak that a committed GPU reference's bfloat16 matmul probe reached, and the
+    H100's naive ÷ cached roofline ratio with its peak lowered to that share."""
+
+    label: str  # the reference, as reference.compare names it
+    device: str  # its device, as the driver names it
+    same_peak: bool  # whether its datasheet peak is the H100 SXM's (the same tensor cores)
+    efficiency: float  # probe ÷ datasheet peak
+    h100_ratio: float
+
+
+@dataclass(frozen=True)
 class QuotedTable:
-    """The table the widely quoted account announces and leaves out: Llama-3-8B, 2-byte weights."""
+    """The table the source notes announce and leave out: Llama-3-8B, 2-byte weights."""
 
     model: str
     prompt: int
@@ -205,6 +218,7 @@ class QuotedTable:
     h100_ridge: float
     naive: QuotedLoop
     cached: QuotedLoop
+    gpu: GpuShare
 
     @property
     def h100_ratio(self) -> float:
@@ -235,10 +249,14 @@ class QuotedTable:
                 "l8_weights_tb": self.naive.exact.weight_bytes / T,
                 "l8_flop_ratio": self.naive.exact.flops / self.cached.exact.flops,
                 "h100_naive_s": self.naive.h100_s, "h100_cached_s": self.cached.h100_s, "h100_ratio": self.h100_ratio,
-                "device_gap_text": gap_by_device(self.here_ratio, self.here_ridge, self.h100_ratio, self.h100_ridge)}
+                "device_gap_text": gap_by_device(self.here_ratio, self.here_ridge, self.h100_ratio, self.h100_ridge),
+                "gpu_probe_label": self.gpu.label, "gpu_eff_pct": 100 * self.gpu.efficiency,
+                "h100_real_ratio": self.gpu.h100_ratio, "h100_ridge": self.h100_ridge,
+                "h100_peak_tflops": H100_PEAK / T,
+                "gpu_cores_text": gpu_cores(self.gpu.device, self.gpu.same_peak)}
 
     def check(self) -> None:
-        """The widely quoted 512 + 512 figures, and the same weight bytes for both loops."""
+        """The source notes' 512 + 512 figures, and the same weight bytes for both loops."""
         naive, cached = self.naive, self.cached
         assert round(naive.estimate.matmul_flops / T) == 6311 and round(cached.estimate.matmul_flops / T, 1) == 16.4, \
             (naive.estimate, cached.estimate)

@@ -1,6 +1,7 @@
 """Chapter 1, the dependency chain: generating N tokens takes about TTFT + (N − 1)·t_step.
 
-Four experiments, each returning a record that holds every number the chapter
+A primer on the KV cache, arithmetic only: `kv_primer`, what the cache holds per token (`KVPrimer`). Then
+four experiments, each returning a record that holds every number the chapter
 shows, the sentences chosen from them, and the check its last cell asserts:
 
 - `show_chain`: a few decode steps by hand, each fed the token the step before
@@ -18,8 +19,9 @@ Times are the fastest of several runs (other work on a machine can only add
 time to a run), taken in turns (`timing.bench_interleaved`) so that a burst of
 other work cannot cover every run of one thing.
 
-Where each lives: `latency` (the chain, the ingredients, the latency line, the
-same FLOPs), `ways` (the three ways out, their sentence, the exercises' numbers).
+Where each lives: `kv` (the primer), `latency` (the chain, the ingredients, the latency line, the same FLOPs),
+`ways` (the three ways out, their sentence, the exercises' numbers), `claims` (the sentences chosen from the
+latency line's numbers).
 """
 
 from __future__ import annotations
@@ -27,4 +29,6 @@ from __future__ import annotations
 from .latency import (MIN_DECODE_OVER_PREFILL, MIN_R2, SLOPE_TOLERANCE, ChainLinks, Ingredients,  # noqa: F401
                       LatencyLine, SameFlops, measure_ingredients, measure_latency_line, measure_same_flops,
                       show_chain)
+from .claims import slope_text  # noqa: F401
+from .kv import KVPrimer, KVRow, kv_primer  # noqa: F401
 from .ways import WaysOut, exercise_numbers, halved_bytes, measure_ways_out  # noqa: F401

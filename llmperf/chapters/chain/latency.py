@@ -15,6 +15,7 @@ from ...metrics import RequestTimes
 from ...profiling import bench_forward, forward_fn
 from ...timing import bench_interleaved
 from ..setup import Setup, random_prompt
+from .claims import slope_text
 
 SLOPE_TOLERANCE = 0.25  # how far the fitted slope may sit from the step time before the chapter fails
 MIN_R2 = 0.95  # R² alone cannot tell a line from a gentle curve over five points; the slope check does the real work
@@ -25,12 +26,15 @@ MIN_DECODE_OVER_PREFILL = 3.0  # a decode of N tokens against a prefill of N: at
 
 @dataclass
 class ChainLinks:
-    """Decode steps run by hand: the token each step was fed and the one it produced, as text."""
+    """Decode steps run by hand: the token each step was fed and the one it produced, as text; and the KV cache
+    they ran on, allocated before the first step for `capacity` positions (`cache_bytes`: its buffers' bytes)."""
 
     prompt: str
     positions: list[int]
     fed: list[str]
     came_out: list[str]
+    capacity: int
+    cache_bytes: int
 
     def table(self):
         import pandas as pd
@@ -40,7 +44,8 @@ class ChainLinks:
                             ).style.hide(axis="index")
 
     def numbers(self) -> dict:
-        return {"chain_steps": len(self.positions)}
+        return {"chain_steps": len(self.positions), "chain_capacity": self.capacity,
+                "chain_cache_kb": self.cache_bytes / 1e3}
 
     def check(self) -> None:
         assert self.fed[1:] == self.came_out[:-1], "each step must be fed the token the step before it produced"
@@ -49,7 +54,7 @@ class ChainLinks:
 def show_chain(s: Setup, prompt: str = "The three primary colours are", steps: int = 5) -> ChainLinks:
     """Prefill `prompt`, then run `steps` greedy decode steps one by one, recording what each was fed."""
     ids = s.tokenizer.encode(prompt)
-    cache = new_cache(s.model, 1, len(ids) + steps)
+    cache = new_cache(s.model, 1, len(ids) + steps)  # allocated once, at its full length, before the first step
     positions, fed, came_out = [], [], []
     with torch.inference_mode():
         token = prefill(s.model, torch.tensor([ids], device=s.device), cache).argmax(-1, keepdim=True)  # (1, 1)
@@ -58,7 +63,7 @@ def show_chain(s: Setup, prompt: str = "The three primary colours are", steps: i
             fed.append(s.tokenizer.decode(token[0]))
             token = decode_step(s.model, token, pos, cache).argmax(-1, keepdim=True)
             came_out.append(s.tokenizer.decode(token[0]))
-    return ChainLinks(prompt, positions, fed, came_out)
+    return ChainLinks(prompt, positions, fed, came_out, cache.capacity, cache.nbytes)
 
 
 # --- end-to-end time against N ----------------------------------------------------------------
@@ -91,7 +96,8 @@ class LatencyLine:
 
     e2e[i]: seconds for Ns[i] tokens, the fastest of its runs. t_step_sweep: one step, from a block of `block`
     bare steps timed in the same rounds as the sweep. slope, intercept, r2: the least-squares line through
-    (Ns, e2e).
+    (Ns, e2e). context_growth: the cost model's extra bytes of the longest run's average step (`extra_positions`
+    more positions than the bare step) over the bare step's, a fraction.
     """
 
     ingredients: Ingredients
@@ -103,6 +109,8 @@ class LatencyLine:
     intercept: float
     r2: float
     slope_tolerance: float = SLOPE_TOLERANCE
+    context_growth: float = 0.0
+    extra_positions: int = 0
 
     @property
     def predicted(self) -> list[float]:
@@ -127,7 +135,8 @@ class LatencyLine:
 
     def numbers(self) -> dict:
         return {"fit_slope_ms": self.slope * 1e3, "fit_r2": self.r2, "slope_vs_step": self.slope_vs_step,
-                "block": self.block, "N_max": self.Ns[-1], "slope_tol_pct": 100 * self.slope_tolerance}
+                "block": self.block, "N_max": self.Ns[-1], "slope_tol_pct": 100 * self.slope_tolerance,
+                "slope_text": slope_text(self.slope_vs_step, self.context_growth, self.extra_positions)}
 
     def check(self) -> None:
         assert self.r2 >= MIN_R2, f"end-to-end time is not linear in N: R² = {self.r2:.4f}"
@@ -157,7 +166,10 @@ def measure_latency_line(s: Setup, ingredients: Ingredients, new_tokens=None) ->
     runs = bench_interleaved(fns, rounds=2 * s.sizes.repeat, warmup=0, device=s.device, desc="generate N tokens")
     e2e = [runs[n].min for n in Ns]
     fit = linear_fit(Ns, e2e)
-    return LatencyLine(ingredients, Ns, e2e, block, runs["steps"].min / block, fit.slope, fit.intercept, fit.r2)
+    cfg, P, extra, size = s.model.cfg, ingredients.prompt_len, Ns[-1] // 2, s.model.dtype.itemsize
+    growth = cost.decode_bytes(cfg, P + extra, 1, size).total / cost.decode_bytes(cfg, P, 1, size).total - 1
+    return LatencyLine(ingredients, Ns, e2e, block, runs["steps"].min / block, fit.slope, fit.intercept, fit.r2,
+                       context_growth=growth, extra_positions=extra)
 
 
 # --- same FLOPs, different time ---------------------------------------------------------------

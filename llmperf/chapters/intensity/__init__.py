@@ -18,8 +18,8 @@ asserts; the figures are in `llmperf.plots.intensity`.
 """
 
 from .batching import BatchCounts, BatchSweep, Gap, batch_counts, batch_sweep, gap_to_roof, kv_equals_weights_at
-from .claims import (against_roof, attention_bound, bytes_growth, fused_result, low_precision_ridge, per_user_speed,
-                     small_batch_kernel, weights_bound)
+from .claims import (against_roof, attention_bound, batch_trade, bytes_growth, context_mismatch, fused_result,
+                     low_precision_ridge, per_user_speed, probe_gap, small_batch_kernel, weights_bound)
 from .context import ContextSweep, KvGrowth, context_sweep, kv_growth
 from .counts import (LatencyThroughput, LlamaCounts, OpGroup, exercise_numbers, latency_throughput, llama_counts,
                      middle_batch)
@@ -27,8 +27,9 @@ from .roofs import Roofs, roofline, setup_numbers
 
 __all__ = [
     "BatchCounts", "BatchSweep", "Gap", "batch_counts", "batch_sweep", "gap_to_roof", "kv_equals_weights_at",
-    "against_roof", "attention_bound", "bytes_growth", "fused_result", "low_precision_ridge", "per_user_speed",
-    "small_batch_kernel", "weights_bound", "ContextSweep", "KvGrowth", "context_sweep", "kv_growth",
+    "against_roof", "attention_bound", "batch_trade", "bytes_growth", "context_mismatch", "fused_result",
+    "low_precision_ridge", "per_user_speed", "probe_gap", "small_batch_kernel", "weights_bound",
+    "ContextSweep", "KvGrowth", "context_sweep", "kv_growth",
     "LatencyThroughput", "LlamaCounts", "OpGroup", "exercise_numbers", "latency_throughput", "llama_counts",
     "middle_batch", "Roofs", "roofline", "setup_numbers",
 ]

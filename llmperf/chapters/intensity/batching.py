@@ -122,14 +122,15 @@ class BatchSweep:
         step, tps, roof, i = self.step_s, self.tokens_per_s, self.roof_s, self.mid
         b_max, growth = self.batches[-1], step[-1] / step[0]
         bytes_growth = self.nbytes[-1] / self.nbytes[0]
+        bw1 = self.nbytes[0] / step[0]  # bytes per second at batch 1
         return {
             "B_max": b_max, "B_mid": self.batches[i], "step1_ms": step[0] * 1e3, "stepmax_ms": step[-1] * 1e3,
             "step_growth": growth, "tps1": tps[0], "tps_mid": tps[i], "tpsmax": tps[-1],
             "tps_gain_mid": tps[i] / tps[0], "tps_gainmax": tps[-1] / tps[0], "bytes_growth": bytes_growth,
             "tbwmax_ms": self.bandwidth_s[-1] * 1e3, "troofmax_ms": roof[-1] * 1e3,
-            "bw1_pct": 100 * self.nbytes[0] / step[0] / self.bandwidth, "bw1_gbs": self.nbytes[0] / step[0] / 1e9,
             "gap1": step[0] / roof[0], "gapmax": step[-1] / roof[-1],
-            "per_user_text": claims.per_user_speed(growth, b_max),
+            "per_user_text": claims.per_user_speed(growth, b_max), "trade_text": claims.batch_trade(growth),
+            "probe_gap_text": claims.probe_gap(100 * bw1 / self.bandwidth, bw1 / 1e9, self.bandwidth / 1e9),
             "bytes_text": claims.bytes_growth(bytes_growth, b_max, self.kv_equals_weights_at),
             "roof_text": claims.against_roof(min(t / r for t, r in zip(step, roof))),
             "gap_trend": wording.trend(step[0] / roof[0], step[-1] / roof[-1], "at batch 1", f"at batch {b_max}"),

@@ -12,6 +12,7 @@ from ...device import dtype_name
 from ...hardware import Accelerator
 from ...profiling import forward_fn
 from ...timing import bench_interleaved
+from . import claims
 
 CONTEXTS = (1024, 8192)  # the two contexts at which the Llama-3-8B step is counted
 
@@ -59,7 +60,7 @@ def kv_growth(s) -> KvGrowth:
 class ContextSweep:
     """SmolLM2's decode step at each context length (cached tokens per sequence; the step attends to one more),
     at one batch size: measured median time (TPOT), the cost model's bytes and KV bytes, and the roofline
-    part by part on this machine's probe."""
+    part by part on this machine's probe (whose read bandwidth it keeps)."""
 
     device_type: str
     dtype: str
@@ -69,6 +70,7 @@ class ContextSweep:
     nbytes: list[int]  # cost.decode_bytes per step
     kv_bytes: list[int]  # of which the KV cache read
     roof_s: list[float]
+    bandwidth: float  # this machine's probed read bandwidth (bytes/s)
 
     @property
     def predicted_growth(self) -> list[float]:
@@ -84,7 +86,12 @@ class ContextSweep:
         return self.contexts[-1] / self.contexts[0]
 
     def numbers(self) -> dict[str, object]:
+        added_s, added_bytes = self.tpot_s[-1] - self.tpot_s[0], self.nbytes[-1] - self.nbytes[0]
+        kv_pct = 100 * added_bytes / added_s / self.bandwidth if added_s > 0 else 0.0
+        rest_pct = 100 * self.nbytes[0] / self.tpot_s[0] / self.bandwidth
         return {
+            "mismatch_text": claims.context_mismatch(self.measured_growth[-1], self.predicted_growth[-1], added_s,
+                                                     kv_pct, rest_pct),
             "ctx_lo": self.contexts[0], "ctx_hi": self.contexts[-1], "ctx_x": self.context_ratio,
             "tpot_lo_ms": self.tpot_s[0] * 1e3, "tpot_hi_ms": self.tpot_s[-1] * 1e3,
             "tpot_x": self.measured_growth[-1], "pred_x": self.predicted_growth[-1],
@@ -122,4 +129,5 @@ def context_sweep(s, here: Accelerator, batch: int = 1, rounds: int | None = Non
         tpot_s=[timings[c].median for c in contexts],
         nbytes=[cost.decode_bytes(cfg, c + 1, batch, bpp).total for c in contexts],
         kv_bytes=[cost.kv_cache_bytes(cfg, c + 1, batch, bpp) for c in contexts],
-        roof_s=[hardware.roofline_time_in_parts(cost.decode_parts(cfg, c + 1, batch, bpp), here) for c in contexts])
+        roof_s=[hardware.roofline_time_in_parts(cost.decode_parts(cfg, c + 1, batch, bpp), here) for c in contexts],
+        bandwidth=here.bandwidth)

@@ -2,7 +2,7 @@
 bytes, FLOPs and intensity, whole and op by op; Llama-3-8B's latency against throughput on an H100, predicted
 part by part; and the exercises' numbers.
 
-Every count is for 2-byte weights (bf16 or fp16), the format behind the widely quoted figures.
+Every count is for 2-byte weights (bf16 or fp16), the format behind the source notes' figures.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ class LlamaCounts:
     norm_bytes: int
     flops_exact: int  # cost.decode_flops: the products that run, and attention
     flops_2n: int  # the rule of thumb's 2·N, the embedding table included
-    intensity_2n: float  # cost.decode_intensity(flops="2n"): the widely quoted figure
+    intensity_2n: float  # cost.decode_intensity(flops="2n"): the source notes' figure
     intensity_exact: float
     layers: int
     gqa_group: int  # query heads per stored key and value
@@ -128,7 +128,7 @@ class LlamaCounts:
         return pd.DataFrame(rows).style.format(fmt, na_rep="").hide(axis="index")
 
     def check(self) -> None:
-        """The widely quoted 1.07 FLOP/byte (2·N over the bytes), exactly 1.00 without the embedding's FLOPs,
+        """The source notes' 1.07 FLOP/byte (2·N over the bytes), exactly 1.00 without the embedding's FLOPs,
         the corrected q/k/v figure, and op-by-op bytes that add up to the step's."""
         assert round(self.intensity_2n, 2) == 1.07, self.intensity_2n
         assert round(self.intensity_exact, 2) == 1.00, self.intensity_exact

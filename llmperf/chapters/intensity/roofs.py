@@ -30,7 +30,7 @@ class Roofs:
     table_ridges: dict[str, float]  # every hardware.ACCELERATORS row's ridge (FLOP/byte), by name
     step_flops: int  # Llama-3-8B's step, exact count
     step_bytes: int
-    intensity_2n: float  # the widely quoted intensity, which the table compares with each ridge
+    intensity_2n: float  # the source notes' (2·N) intensity, which the table compares with each ridge
     intensity_exact: float
 
     @property
@@ -48,7 +48,7 @@ class Roofs:
         return hardware.roofline_time(self.step_flops, self.step_bytes, hw)
 
     def share_pct(self, hw: Accelerator) -> float:
-        """The step's widely quoted intensity as a percentage of `hw`'s ridge: how much arithmetic it uses."""
+        """The step's 2·N intensity (the source notes') as a percentage of `hw`'s ridge: the arithmetic it uses."""
         return 100 * self.intensity_2n / hw.ridge
 
     def numbers(self) -> dict[str, object]:

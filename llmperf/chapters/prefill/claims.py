@@ -37,3 +37,91 @@ def sweep_model_text(model: str, setup_model: bool) -> str:
 def batch_model_text(model: str, setup_model: bool) -> str:
     """The model the batch-1 against batch-B comparison timed."""
     return "SmolLM2 itself" if setup_model else f"{model} with random weights, which time exactly like real ones"
+
+
+PROPORTIONAL = 0.15  # TTFT "grows in proportion" to the prompt when log(TTFT ratio) ÷ log(length ratio) is 1 ± this
+
+
+def growth_exponent(length_ratio: float, ttft_ratio: float) -> float:
+    """k in TTFT ratio = length ratio ** k: 1 when TTFT grows in proportion to the prompt, 2 for a pure S² cost."""
+    import math
+
+    return math.log(ttft_ratio) / math.log(length_ratio)
+
+
+def doubling_text(pairs) -> str:
+    """The verdict on the source notes' "doubling the prompt roughly doubles TTFT", from the sweep's pairs of
+    consecutive lengths: (shorter S, longer S, TTFT at the longer ÷ TTFT at the shorter), lengths rising.
+
+    Each pair's exponent (`growth_exponent`) within `PROPORTIONAL` of 1 counts as in proportion; below, TTFT grew
+    more slowly than the prompt (some of its cost does not grow with S); above, faster (some grows faster than S).
+    """
+    pairs = [(a, b, r) for a, b, r in pairs if b > a]
+    if not pairs:
+        return "The sweep has no two prompt lengths to compare, so it cannot test the rule"
+    ks = [growth_exponent(b / a, r) for a, b, r in pairs]
+    slow = [(p, k) for p, k in zip(pairs, ks) if k < 1 - PROPORTIONAL]
+    fast = [(p, k) for p, k in zip(pairs, ks) if k > 1 + PROPORTIONAL]
+
+    def step(pair) -> str:
+        (a, b, r), _ = pair
+        return f"from {a:,} to {b:,} tokens ({b / a:.2f} times the prompt) TTFT grew {r:.2f}-fold"
+
+    low = ("which is the mark of a cost that does not grow with the prompt: a fixed cost per pass weighs most "
+           "on the shortest prompts")
+    high = "which is the mark of a cost that grows faster than the prompt, such as attention's S² term"
+    if not slow and not fast:
+        return (f"The rule holds across this sweep: every pair's exponent k is within {PROPORTIONAL:.2f} of 1, "
+                f"between {min(ks):.2f} and {max(ks):.2f}")
+    if slow and fast:
+        return (f"The rule fails at both ends of this sweep. At the short end, {step(slow[0])}, less than in "
+                f"proportion, {low}. At the long end, {step(fast[-1])}, more than in proportion, {high}")
+    if slow:
+        return (f"The rule holds for the longer prompts, but not the shortest: {step(slow[0])}, less than in "
+                f"proportion, {low}")
+    return (f"The rule holds for the shorter prompts, but not the longest: {step(fast[-1])}, more than in "
+            f"proportion, {high}")
+
+
+def intercept_text(a_ms: float, shortest_ms: float, shortest_S: int) -> str:
+    """What the parabola's intercept a (ms) says about a fixed cost per pass, against the shortest prompt's TTFT."""
+    if a_ms <= 0:
+        return (f"The fit's intercept came out at a = {a_ms:,.2f} ms, at or below zero, which no fixed cost can be: "
+                "three coefficients fitted to a few points trade off against each other, so here a says nothing "
+                "about the fixed cost. The ratios of the shortest prompts in the table above are the better "
+                "evidence")
+    return (f"The fit's intercept, a = {a_ms:,.2f} ms, estimates this fixed cost: "
+            f"{100 * a_ms / shortest_ms:.0f} % of the {shortest_ms:,.1f} ms TTFT at {shortest_S:,} tokens")
+
+
+CLOSE_TO_B = 0.15  # a TTFT growth within 15 % of B is "close to B-fold"
+
+
+def batch_ttft_text(growth: float, B: int) -> str:
+    """What batch B did to each request's TTFT (`growth`: the batched pass's time ÷ batch 1's), and to the
+    throughput, which is B ÷ growth times batch 1's."""
+    gain = B / growth
+    grew = f"each request's TTFT grew {growth:.2f}-fold"
+    if abs(growth / B - 1) <= CLOSE_TO_B:
+        return (f"{grew}, close to {B}-fold, for {gain:.2f} times the tokens per second. For prefill, batching "
+                "trades latency for little or no throughput")
+    if growth > B:
+        return (f"{grew}, more than {B}-fold: the batched pass was slower per prompt token than one prompt alone, "
+                f"so batching cost throughput too ({gain:.2f} times batch 1's tokens per second)")
+    if growth >= B / 2:
+        return (f"{grew}, well short of {B}-fold, so batching bought {gain:.2f} times the tokens per second; each "
+                f"request still waited {growth:.2f} times as long for its first token")
+    return (f"each request's TTFT grew only {growth:.2f}-fold, less than half of {B}-fold, for {gain:.2f} times "
+            "the tokens per second: here a single prefill left much of the machine idle, and batching filled it")
+
+
+def batch_gain_text(gain: float, B: int) -> str:
+    """Batch B's prefill throughput against batch 1's (`gain`: tokens/s at B ÷ tokens/s at 1), beside the B-fold
+    gain that free batching would give."""
+    from ..wording import SAME
+
+    if abs(gain - 1) <= SAME:
+        return f"about the same throughput as batch 1 ({gain:.2f}×), against the {B}× that free batching would give"
+    if gain < 1:
+        return f"less throughput than batch 1 ({gain:.2f}×), against the {B}× that free batching would give"
+    return f"a gain of {gain:.2f}×, against the {B}× that free batching would give"

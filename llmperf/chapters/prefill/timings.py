@@ -25,7 +25,8 @@ from ...fit import Fit, poly_fit
 from ...profiling import forward_fn, op_counts
 from ...timing import bench_interleaved
 from ...weights import build_model
-from .claims import batch_model_text, quadratic_part, share_of_probe, sweep_model_text
+from .claims import (batch_gain_text, batch_model_text, batch_ttft_text, doubling_text, growth_exponent,
+                     intercept_text, quadratic_part, share_of_probe, sweep_model_text)
 
 
 def model_for(s, name: str):
@@ -78,6 +79,20 @@ class TTFTSweep:
         """TTFT ≈ a + b·S + c·S² (seconds), least squares."""
         return poly_fit(self.lengths, self.ttft, 2)
 
+    @property
+    def pairs(self) -> list[tuple[int, int, float]]:
+        """(S, next S, TTFT at next S ÷ TTFT at S) for each pair of consecutive lengths of the sweep."""
+        return [(a, b, tb / ta) for a, b, ta, tb in zip(self.lengths, self.lengths[1:], self.ttft, self.ttft[1:])]
+
+    def ratio_table(self):
+        """Each pair of consecutive lengths: how many times longer the prompt, the measured TTFT and the predicted
+        one, and the exponent k of the measured growth (TTFT ratio = length ratio ** k)."""
+        rows = [{"from (tokens)": a, "to (tokens)": b, "length ratio": b / a, "TTFT ratio, measured": r,
+                 "TTFT ratio, predicted": fb / fa, "exponent k": growth_exponent(b / a, r) if b > a else float("nan")}
+                for (a, b, r), fa, fb in zip(self.pairs, self.flops, self.flops[1:])]
+        return (pd.DataFrame(rows).style.format("{:.2f}").format("{:,}", subset=["from (tokens)", "to (tokens)"])
+                .hide(axis="index").set_caption("TTFT ratio against prompt length ratio"))
+
     def predicted_curve(self, points: int = 200) -> tuple[list[int], list[float], list[float]]:
         """(S, causal seconds, full seconds) on a grid over the sweep: the prediction's two lines."""
         grid = [int(S) for S in np.linspace(self.lengths[0], self.lengths[-1], points).round()]
@@ -99,7 +114,8 @@ class TTFTSweep:
             "achieved_pct": 100 * achieved[-1] / self.matmul_rate,
             "achieved_text": share_of_probe(achieved[-1], self.matmul_rate, "the model's largest product alone"),
             "achieved_best_gflops": achieved[best] / 1e9, "achieved_best_S": self.lengths[best],
-            "len_ratio": self.lengths[-2] / self.lengths[-3], "ttft_ratio": self.ttft[-2] / self.ttft[-3],
+            "doubling_text": doubling_text(self.pairs),
+            "intercept_text": intercept_text(fit.coeffs[0] * 1e3, self.ttft[0] * 1e3, self.lengths[0]),
             "fit_a_ms": fit.coeffs[0] * 1e3, "fit_b_us": fit.coeffs[1] * 1e6, "fit_c_ns": fit.coeffs[2] * 1e9,
             "fit_r2": fit.r2, "quad_share_pct": 100 * quad_share,
             "quad_text": quadratic_part(fit.coeffs[2] * 1e9, 100 * quad_share, S_max),
@@ -190,6 +206,8 @@ class BatchedPrefill:
         return {"batch_B": self.batch, "batch_len": self.prompt_len, "batch_model": self.model,
                 "batch_model_text": batch_model_text(self.model, self.setup_model),
                 "batch_ttft_x": self.ttft_growth, "tps_1": tps_1, "tps_B": tps_b, "batch_gain": self.gain,
+                "batch_ttft_text": batch_ttft_text(self.ttft_growth, self.batch),
+                "batch_gain_text": batch_gain_text(self.gain, self.batch),
                 "batch_rate_1_pct": pct_1, "batch_rate_B_pct": pct_b}
 
     def table(self):

@@ -21,18 +21,70 @@ def itl_against_tpot(tpot_mean: float, itl_mean: float) -> str:
             f"{which} gaps than the short ones")
 
 
+def _batches(bs) -> str:
+    """Batch sizes as a list in words: "1", "1 and 4", "1, 4 and 16"."""
+    bs = [str(b) for b in bs]
+    return bs[0] if len(bs) == 1 else f"{', '.join(bs[:-1])} and {bs[-1]}"
+
+
 def limits_met(batches, ttft_p99, tpot_p99, ttft_limit: float, tpot_limit: float, scenario: str) -> str:
-    """Which batch sizes of a sweep meet a pair of p99 latency limits (seconds), e.g. MLPerf's."""
+    """Which batch sizes of a sweep meet both of a pair of p99 latency limits (seconds), e.g. MLPerf's, and
+    which limit each of the others misses."""
     limits = f"MLPerf's {scenario} limits (p99 TTFT ≤ {duration(ttft_limit)}, p99 TPOT ≤ {duration(tpot_limit)})"
-    ok = [b for b, t, p in zip(batches, ttft_p99, tpot_p99) if t <= ttft_limit and p <= tpot_limit]
-    if not ok:
-        worst = "TPOT" if min(tpot_p99) > tpot_limit else "TTFT"
-        return f"no batch size in this sweep meets {limits} on this machine; {worst} alone rules every one out"
-    if len(ok) == len(batches):
-        return f"every batch size in this sweep, up to {batches[-1]}, meets {limits}"
-    failed = [b for b in batches if b not in ok]
-    return (f"{limits} hold at batch {', '.join(map(str, ok))} and fail at batch "
-            f"{', '.join(map(str, failed))}")
+    over_ttft = [b for b, t in zip(batches, ttft_p99) if t > ttft_limit]
+    over_tpot = [b for b, p in zip(batches, tpot_p99) if p > tpot_limit]
+    if not over_ttft and not over_tpot:
+        return f"every batch size in this sweep, up to {batches[-1]}, meets both of {limits}"
+    missed = [f"p99 {name} is over its limit at batch {_batches(over)}"
+              for name, over in (("TTFT", over_ttft), ("TPOT", over_tpot)) if over]
+    why = " and ".join(missed)
+    ok = [b for b in batches if b not in over_ttft and b not in over_tpot]
+    if ok:
+        return f"both of {limits} hold at batch {_batches(ok)} only: {why}"
+    every_ttft, every_tpot = len(over_ttft) == len(batches), len(over_tpot) == len(batches)
+    if every_ttft and every_tpot:
+        alone = "either limit alone rules every one out"
+    elif every_tpot or every_ttft:
+        alone = f"{'TPOT' if every_tpot else 'TTFT'} alone rules every one out"
+    else:
+        alone = "neither limit alone rules them all out, but every batch size misses one of the two"
+    return f"no batch size in this sweep meets both of {limits}: {why}; {alone}"
+
+
+def prefill_bursts(batch: int, steps: int, prefills: dict[int, int], answer: int) -> str:
+    """How the prefills of a closed-loop run at max batch `batch` fell on the engine's `steps` steps:
+    `prefills` maps k to the number of steps that began with k prefills; every request asked `answer` tokens."""
+    bursts = sum(n for k, n in prefills.items() if k > 0)
+    total = sum(k * n for k, n in prefills.items())
+    largest = max((k for k, n in prefills.items() if n > 0), default=0)
+    said = (f"at batch {batch} the engine ran {steps} steps, and {bursts} of them began with prefills, "
+            f"{total} prefills in all")
+    if bursts == 0:
+        return f"at batch {batch} the engine ran {steps} steps and none began with a prefill"
+    if bursts > steps / 2:
+        return (f"{said}: most steps carried a newcomer's prefill, which held up every sequence already in the "
+                "batch")
+    if largest == 1:
+        return (f"{said}, one at a time, about one step in {steps / bursts:.0f}: newcomers arrived spread out, "
+                "and each held up the batch for one prefill")
+    return (f"{said}, {total / bursts:.1f} at a time on average and up to {largest}, about one step in "
+            f"{steps / bursts:.0f}. Every request asks {answer} tokens and the engine admits every waiting request "
+            "at once, so the newcomers of a burst are prefilled together, decode together and finish together, "
+            "and their replacements arrive as the next burst; in a burst of k newcomers the last waits for the "
+            "k − 1 prefills before its own")
+
+
+def percentiles_add(q: int, e2e: float, rebuilt: float) -> str:
+    """A run's q-th percentile of E2E against the same percentile of TTFT + that of TPOT × (that of n − 1)."""
+    said = (f"the p{q} E2E is {duration(e2e)}, while p{q} TTFT + p{q} TPOT × (p{q} n − 1) gives "
+            f"{duration(rebuilt)}")
+    ratio = rebuilt / e2e
+    if abs(ratio - 1) <= 0.05:
+        return (f"{said}, within 5 %: close in this run, but only by luck, since the request at the p{q} of one "
+                f"metric is seldom the one at the p{q} of another")
+    side = "over" if ratio > 1 else "under"
+    return (f"{said}, {100 * abs(ratio - 1):.0f} % {side}: the request at the p{q} of one metric is not the one at "
+            f"the p{q} of another, so percentiles do not add")
 
 
 def goodput_peak(batches, throughput, goodput) -> str:
@@ -86,8 +138,13 @@ def percentile_spread(p50: tuple[float, float], p99: tuple[float, float]) -> str
     w50, w99 = p50[1] - p50[0], p99[1] - p99[0]
     said = (f"the median stayed between {duration(p50[0])} and {duration(p50[1])}, the p99 between "
             f"{duration(p99[0])} and {duration(p99[1])}")
+    tail = "The tail of a few dozen requests rests on the one or two slowest, and moves with them"
+    if w50 == 0:
+        if w99 == 0:
+            return (f"{said}: neither moved at all, since the run's values repeat and every rerun landed on the "
+                    "same ones. A tail of a few dozen requests usually rests on the one or two slowest")
+        return f"{said}: the median did not move at all while the p99 did. {tail}"
     if w99 > 1.5 * w50:
-        return (f"{said}, a range {w99 / w50:.1f} times as wide. The tail of a few dozen requests rests on "
-                "the one or two slowest, and moves with them")
+        return f"{said}, a range {w99 / w50:.1f} times as wide. {tail}"
     return (f"{said}: here the p99 was about as steady as the median, which is this run's luck. A tail of a "
             "few dozen requests rests on the one or two slowest, and usually moves with them")

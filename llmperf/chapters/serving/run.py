@@ -1,6 +1,7 @@
 """One closed-loop load run against the course's server, and what the chapter reads off it: the four numbers
-(TTFT, TPOT, E2E, throughput), the identity E2E = TTFT + TPOT·(n − 1), TPOT against ITL, and Little's Law
-between the server's polled count and the client's clock.
+(TTFT, TPOT, E2E, throughput), the identity E2E = TTFT + TPOT·(n − 1) and how far it is from holding between
+the run's percentiles, TPOT against ITL, and Little's Law between the server's polled count and the client's
+clock.
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ from ... import bench, metrics
 from ...metrics import RequestRecord
 from ...serve import background, create_app
 from ..setup import Setup
-from .claims import itl_against_tpot
-from .served import request_lengths, watched_load
+from .claims import itl_against_tpot, percentiles_add
+from .served import request_lengths, unwatched_load, watched_load
 
 IDENTITY_ROUNDING = 1e-9  # s: how far E2E may sit from TTFT + TPOT·(n − 1) (floating-point rounding)
+DRAWN = 6  # tokens of the request drawn token by token
 LITTLES_MARGIN = 0.10  # how far the server's polled L may sit from the client's λ·W, as a fraction
 
 
@@ -49,6 +51,21 @@ class Run:
     def residual(self) -> float:
         """The largest |E2E − (TTFT + TPOT·(n − 1))| over the requests with a TPOT (s)."""
         return max(abs(t.e2e - (t.ttft + t.tpot * (t.n_tokens - 1))) for t in self.times if t.tpot is not None)
+
+    def rebuilt(self, q: float) -> tuple[float, float]:
+        """(the run's q-th percentile of E2E, the q-th percentile of TTFT + that of TPOT × (that of n − 1)), s:
+        the identity applied to the percentiles, over the requests with a TPOT."""
+        timed = [t for t in self.times if t.tpot is not None]
+        p = {name: metrics.percentile([getattr(t, name) for t in timed], q) for name in ("e2e", "ttft", "tpot")}
+        n = metrics.percentile([t.n_tokens for t in timed], q)
+        return p["e2e"], p["ttft"] + p["tpot"] * (n - 1)
+
+    @property
+    def drawn(self) -> RequestRecord:
+        """The request the chapter draws token by token: the first completed one of DRAWN tokens (few enough to
+        label every gap), else the one closest to that length."""
+        return min((r for r in self.requests if r.ok and len(r.token_times) > 1),
+                   key=lambda r: abs(len(r.token_times) - DRAWN))
 
     @property
     def overshoots(self) -> list[float]:
@@ -86,6 +103,10 @@ class Run:
                 "run_tpot_p50": s.tpot.median * 1e3, "run_e2e_p50": s.e2e.median,
                 "residual": self.residual, "overshoot_ms": sum(self.overshoots) / len(self.overshoots) * 1e3,
                 "itl_text": itl_against_tpot(s.tpot.mean, s.itl.mean),
+                "p50_add_text": percentiles_add(50, *self.rebuilt(50)),
+                "p99_add_text": percentiles_add(99, *self.rebuilt(99)),
+                "drawn_n": len(self.drawn.token_times), "drawn_ttft_ms": self.drawn.times.ttft * 1e3,
+                "drawn_e2e_ms": self.drawn.times.e2e * 1e3,
                 "L_polled": L, "lam": s.request_throughput, "W": s.e2e.mean, "lam_w": lam_w,
                 "littles_pct": 100 * self.littles_gap}
 
@@ -160,6 +181,16 @@ def closed_run(s: Setup) -> Run:
     with background(app) as server:
         requests, polled = watched_load(server, prompts, asked, concurrency=z.serve_batch)
     return Run(s.device.type, z.serve_batch, z.serve_prompt, z.serve_new_tokens, asked, requests, polled)
+
+
+def lone_request(s: Setup, tokens: int) -> RequestRecord:
+    """One request of `serve_prompt` random tokens asking `tokens` tokens, alone on a fresh server of one slot,
+    streamed: its record."""
+    prompt = s.sizes.serve_prompt
+    prompts = bench.synthetic_prompts(1, prompt, vocab=s.tokenizer.vocab_size, seed=3)
+    with background(create_app(s.model, s.tokenizer, max_batch=1, capacity=prompt + tokens)) as server:
+        [record] = unwatched_load(server, prompts, tokens, concurrency=1)
+    return record
 
 
 def answer_table(completion):

@@ -1,0 +1,123 @@
+"""Two cited tables chapter 6 shows and later work points to: MLPerf Inference's latency limits, and what each
+benchmarking tool calls each serving metric. Data only, no measurement; pure Python and pandas."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import pandas as pd
+
+NONE = "—"  # a tool that reports no such quantity
+
+
+class Limit(NamedTuple):
+    """One MLPerf Inference latency limit: the 99th percentile of TTFT and the 99th percentile of TPOT, each
+    taken over the requests of a run (one value per request), must both be at or below these, in seconds."""
+
+    model: str
+    scenario: str  # "server" or "interactive"
+    ttft_p99: float  # s
+    tpot_p99: float  # s
+    cite: str  # bib key
+
+
+MLPERF_LIMITS: tuple[Limit, ...] = (
+    Limit("Llama-2-70B", "server", 2.0, 0.200, "mlperf2025rules"),
+    Limit("Llama-3.1-8B", "server", 2.0, 0.100, "mlperf2025rules"),
+    Limit("Llama-3.1-405B", "server", 6.0, 0.175, "mlperf2025rules"),
+    Limit("Llama-2-70B", "interactive", 0.450, 0.040, "mlperf2025rules"),
+    Limit("Llama-3.1-8B", "interactive", 0.500, 0.030, "mlperf2025rules"),
+)
+"""MLPerf Inference's latency limits for its LLM benchmarks, as the MLPerf Inference rules' table of
+benchmarks states them (mlperf2025rules; the Llama-3.1-8B benchmark is introduced in mlcommons2025smallllm).
+
+What is limited: each request of a run has one TTFT (its first token's arrival − its issue) and one TPOT
+((E2E − TTFT) ÷ (output tokens − 1), the mean gap after the first token); the 99th percentile of the TTFTs
+and the 99th percentile of the TPOTs (MLPerf takes percentiles by nearest rank) must each be at or below
+the limit. The server scenario sends requests as a Poisson process; the interactive scenario does the same
+under the tighter limits. Neither limits a mean, so a run whose 1 ÷ mean TPOT clears the TPOT limit can
+still fail it at the 99th percentile."""
+
+
+def limit(model: str, scenario: str) -> Limit:
+    """The MLPerf limit for `model` in `scenario`; ValueError naming the known pairs for any other."""
+    for row in MLPERF_LIMITS:
+        if row.model == model and row.scenario == scenario:
+            return row
+    known = ", ".join(f"{r.model}/{r.scenario}" for r in MLPERF_LIMITS)
+    raise ValueError(f"no MLPerf limit for model {model!r} in scenario {scenario!r}; known: {known}")
+
+
+def limits_table() -> pd.DataFrame:
+    """One row per limit: model, scenario, the p99 TTFT limit in s, the p99 TPOT limit in ms, its source."""
+    return pd.DataFrame([{"model": r.model, "scenario": r.scenario, "TTFT p99 limit (s)": r.ttft_p99,
+                          "TPOT p99 limit (ms)": round(r.tpot_p99 * 1e3, 3), "source": r.cite}
+                         for r in MLPERF_LIMITS])
+
+
+class Tool(NamedTuple):
+    """One benchmarking tool: its column heading, its bib key(s), and where its names were read."""
+
+    column: str
+    cite: tuple[str, ...]
+    read: str  # the documentation or source the names in its column come from
+
+
+TOOLS: tuple[Tool, ...] = (
+    Tool("vLLM", ("vllm_bench_serve",),
+         "vllm/benchmarks/serve.py (`vllm bench serve`; formerly benchmarks/benchmark_serving.py): "
+         "calculate_metrics and the printed summary"),
+    Tool("GenAI-Perf / AIPerf", ("nvidia_genaiperf", "nvidia_aiperf"),
+         "GenAI-Perf: llm_profile_data_parser.py and its goodput tutorial; AIPerf: the Metrics Reference and "
+         "aiperf/metrics/types/*.py"),
+    Tool("guidellm", ("guidellm",),
+         "docs/guides/metrics.md, src/guidellm/schemas/request_stats.py, benchmark/outputs/console.py"),
+    Tool("LLMPerf (Ray)", ("ray_llmperf",),
+         "src/llmperf/common_metrics.py, ray_clients/openai_chat_completions_client.py, token_benchmark_ray.py"),
+)
+"""The tools compared in `names_table`, in its column order: vLLM's `vllm bench serve`, NVIDIA's GenAI-Perf
+and its successor AIPerf (one column: they share their names, except where a cell says otherwise), guidellm,
+and Anyscale's LLMPerf."""
+
+
+class MetricNames(NamedTuple):
+    """One quantity and each tool's own name for it (in `TOOLS`' order); NONE where the tool reports no such
+    quantity. `cite` is the bib key that defines the quantity, where no tool in the table does."""
+
+    definition: str
+    names: tuple[str, str, str, str]
+    cite: str = ""
+
+
+NAMES: tuple[MetricNames, ...] = (
+    MetricNames("TTFT: time from sending a request to its first token",
+                ("TTFT", "Time to First Token (TTFT)", "TTFT", "ttft_s")),
+    MetricNames("per request, (E2E − TTFT) ÷ (output tokens − 1)",
+                ("TPOT", "Inter Token Latency (ITL)", "ITL", NONE)),
+    MetricNames("every gap between successive streamed tokens, pooled over requests",
+                ("ITL", "Inter Chunk Latency (ICL), AIPerf only; gaps between chunks", NONE, NONE)),
+    MetricNames("per request, E2E ÷ output tokens, the first token included",
+                (NONE, NONE, "TPOT", "inter_token_latency_s")),
+    MetricNames("E2E latency: time from sending a request to its last token",
+                ("E2EL", "Request Latency", "Request Latency", "end_to_end_latency_s")),
+    MetricNames("goodput: requests meeting every latency objective ÷ the run's duration",
+                ("Request goodput", "Request goodput (GenAI-Perf), Goodput (AIPerf)", NONE, NONE)),
+    MetricNames("goodput: the highest request rate at which a target share of requests (e.g. 90 %) meets "
+                "the objectives, found by a sweep (DistServe)",
+                (NONE, NONE, NONE, NONE), "zhong2024distserve"),
+)
+"""The clash of metric names between tools: one row per quantity. The same word names different quantities
+("ITL" is a per-request mean in GenAI-Perf, AIPerf and guidellm but vLLM's pooled gaps; "TPOT" excludes the
+first token in vLLM and includes it in guidellm), and one quantity has different names."""
+
+
+def names_table() -> pd.DataFrame:
+    """`NAMES` as a table: the definition, then one column per tool of `TOOLS`."""
+    return pd.DataFrame([{"definition": row.definition, **{t.column: n for t, n in zip(TOOLS, row.names)}}
+                         for row in NAMES])
+
+
+def cites() -> tuple[str, ...]:
+    """Every bib key these tables rest on, each once, in order of first use."""
+    keys = [r.cite for r in MLPERF_LIMITS] + [k for t in TOOLS for k in t.cite] + [r.cite for r in NAMES if r.cite]
+    return tuple(dict.fromkeys(keys))

@@ -1,0 +1,22 @@
+"""What a chapter's prose asks of its code: the names its {glue:text} roles refer to."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+
+def glue_names(notebook: Path) -> set[str]:
+    """Every name a markdown cell of `notebook` reads with {glue:text}`name...`."""
+    cells = json.loads(Path(notebook).read_text())["cells"]
+    return {m for c in cells if c["cell_type"] == "markdown"
+            for m in re.findall(r"\{glue:text\}`([A-Za-z0-9_]+)", "".join(c["source"]))}
+
+
+def check_glued_once(parts, notebook: Path) -> None:
+    """No name is glued by two of `parts` (dicts of glued numbers), and every name the prose reads is glued."""
+    names = [name for part in parts for name in part]
+    assert len(names) == len(set(names)), "a name is glued twice"
+    referenced = glue_names(notebook)
+    assert referenced <= set(names), sorted(referenced - set(names))
