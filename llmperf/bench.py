@@ -1,4 +1,4 @@
-"""A load generator for any OpenAI-compatible server: this course's, vLLM, SGLang, TGI, llama.cpp's.
+"""A load generator for any OpenAI-compatible server: `llmperf.serve`, vLLM, SGLang, TGI, llama.cpp's.
 
     python -m llmperf.bench --url http://127.0.0.1:8000/v1 --rate 4 --num-requests 100
 
@@ -173,7 +173,7 @@ async def run(url: str, model: str, prompts: Sequence, max_tokens: "int | Sequen
 @asynccontextmanager
 async def watch_in_flight(base: str, interval: float = 0.05) -> AsyncIterator[list[tuple[float, int]]]:
     """Poll `base`/health every `interval` seconds while the `async with` block runs; yield the list it fills
-    with (time, requests in flight): active + waiting as this course's server counts them (`llmperf.serve`'s
+    with (time, requests in flight): active + waiting as `llmperf.serve` counts them (its
     /health). Each poll is timed at the midpoint of its round trip, on the clock the requests' records use.
 
     Serving engines publish the same count for their operators (vLLM as the Prometheus gauges

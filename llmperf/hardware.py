@@ -58,9 +58,9 @@ ACCELERATORS: dict[str, Accelerator] = {
     for a in [
         Accelerator("H100 SXM", 989 * TB, 3.35 * TB, 81_559 * MiB, _DATASHEET + "; memory as nvidia-smi reports it"),
         Accelerator("H100 PCIe", 756 * TB, 2.0 * TB, 81_559 * MiB, _DATASHEET + "; memory as nvidia-smi reports it"),
-        Accelerator("H200 SXM", 989 * TB, 4.8 * TB, 141 * GB, _DATASHEET),
-        Accelerator("A100 SXM 80GB", 312 * TB, 2.039 * TB, 80 * GB, _DATASHEET),
-        Accelerator("A100 40GB", 312 * TB, 1.555 * TB, 40 * GB, _DATASHEET),
+        Accelerator("H200 SXM", 989 * TB, 4.8 * TB, 143_771 * MiB, _DATASHEET + "; memory as nvidia-smi reports it"),
+        Accelerator("A100 SXM 80GB", 312 * TB, 2.039 * TB, 81_920 * MiB, _DATASHEET + "; memory as nvidia-smi reports it"),
+        Accelerator("A100 40GB", 312 * TB, 1.555 * TB, 40_960 * MiB, _DATASHEET + "; memory as nvidia-smi reports it"),
         Accelerator("L4", 121 * TB, 0.300 * TB, 24 * GB, _DATASHEET),
         Accelerator("L40S", 362 * TB, 0.864 * TB, 48 * GB, _DATASHEET),
         Accelerator("RTX 4090", 165 * TB, 1.008 * TB, 24 * GB, _DATASHEET + "; fp32 accumulate"),

@@ -91,7 +91,7 @@ def test_time_steps_counts(tiny):
     assert (r.model, r.device, r.dtype, r.positions) == ("tiny", "cpu", "float32", [4, 8, 16])
     assert len(r.naive_s) == len(r.cached_s) == 3 and all(isinstance(t, float) and t > 0 for t in r.naive_s + r.cached_s)
     assert r.table().data.shape == (3, 4)
-    assert {"S_lo", "S_hi", "naive_slope_us", "device", "dtype_name"} <= set(r.numbers())
+    assert {"S_lo", "S_hi", "slopes_text", "device", "dtype_name"} <= set(r.numbers())
     as_json(r)
 
 
@@ -131,7 +131,8 @@ def test_quoted_table_and_crossovers():
     c = caching.naive_crossovers(models=("tiny",), points=5)
     (curve,) = c.curves
     assert curve.crossover == cost.naive_attention_crossover("tiny") and len(curve.new_tokens) == len(curve.matmul_flops)
-    assert c.numbers() == {"tiny_naive_cross": curve.crossover}
+    assert c.numbers() == {"tiny_naive_cross": curve.crossover, "tiny_naive_cross_text": caching.crossover_window(
+        curve.crossover, 256)} and curve.window == 256
     as_json(c)
 
 
@@ -171,32 +172,89 @@ def test_checks_pass_and_fail_on_hand_built_records():
             dataclasses.replace(q, naive=loop).check()
 
 
-def test_batch_gain_every_branch():
-    # Llama-3-8B on an H100, by the cost model: cached tokens 41 times cheaper at batch 64, naive ones not at all.
+WITH = "With the cache, batch 4 "
+BATCH_GAIN = [  # (cached gain, naive gain, naive compute-bound, the whole sentence)
+    (0.94, 1.0, True, WITH + "made each token 1.06 times as costly; without it, batching left the time per token about "
+     "where it was (divided by 1.00). Here even the cached step of 4 sequences cost more than 4 steps of one: at these "
+     "sizes something other than the shared weight reads set its time, and grew with the batch"),
+    (1.05, 0.8, True, WITH + "left the time per token about where it was (divided by 1.05); without it, batching made "
+     "each token 1.25 times as costly. Here even the cached step of 4 sequences cost about 4 steps of one: at these "
+     "sizes something other than the shared weight reads set its time"),
+    (0.95, 1.0, False, WITH + "left the time per token about where it was (divided by 0.95); without it, batching left "
+     "the time per token about where it was (divided by 1.00). Here even the cached step of 4 sequences cost about 4 "
+     "steps of one: at these sizes something other than the shared weight reads set its time"),
+    (2.0, 2.21, True, WITH + "divided the time per token by 2.0; without it, batching divided the time per token by 2.2: "
+     "more than with the cache, where the roofline expects the cache to gain more. Here a larger part of the naive "
+     "step's time did not grow with the batch"),
+    (2.0, 2.2, True, WITH + "divided the time per token by 2.0; without it, batching divided the time per token by 2.2: "
+     "about as much. The roofline calls the naive steps compute-bound here, yet they ran far enough above that bound "
+     "that costs which do not grow with the batch still set their time; the cost model's longer sequences show where "
+     "that ends"),
+    (2.2, 2.0, False, WITH + "divided the time per token by 2.2; without it, batching divided the time per token by 2.0: "
+     "about as much. At these lengths the naive steps are not yet bound by their arithmetic on this device, so batching "
+     "them pays too; the cost model's longer sequences show where that ends"),
+    (2.21, 2.0, False, WITH + "divided the time per token by 2.2; without it, batching divided the time per token by "
+     "2.0. A naive step of 4 sequences runs every one of their tokens through the weights again, so batching shares "
+     "far less of its cost"),
+    (2.9, 0.94, True, WITH + "divided the time per token by 2.9; without it, batching made each token 1.06 times as "
+     "costly. Each naive step is bound by its arithmetic, and its arithmetic grows with the batch; beyond that, a naive "
+     "step of 4 sequences cost more than 4 steps of one"),
+    (2.9, 0.95, True, WITH + "divided the time per token by 2.9; without it, batching left the time per token about "
+     "where it was (divided by 0.95). Each naive step is bound by its arithmetic, and its arithmetic grows with the "
+     "batch: a step of 4 sequences costs what 4 steps of one do"),
+    (2.9, 1.05, True, WITH + "divided the time per token by 2.9; without it, batching left the time per token about "
+     "where it was (divided by 1.05). Each naive step is bound by its arithmetic, and its arithmetic grows with the "
+     "batch: a step of 4 sequences costs what 4 steps of one do"),
+    (2.9, 1.4, True, WITH + "divided the time per token by 2.9; without it, batching divided the time per token by 1.4. "
+     "Each naive step is bound by its arithmetic, which grows with the batch: only the part of its time that does not "
+     "grow was shared"),  # the AMD EPYC reference's shape at batch 4
+]
+
+
+@pytest.mark.parametrize("cached, naive, bound, sentence", BATCH_GAIN)
+def test_batch_gain_every_branch(cached, naive, bound, sentence):
+    assert caching.batch_gain(cached, naive, 4, bound) == sentence
+
+
+def test_batch_gain_llama_on_an_h100():
+    # By the cost model: cached tokens 41 times cheaper at batch 64, naive ones not at all.
     text = caching.batch_gain(41.1, 1.0, 64, True)
-    assert "divided the time per token by 41.1" in text and "about where it was" in text
-    assert "a step of 64 sequences costs what 64 steps of one do" in text
-    # The AMD EPYC reference's shape at batch 4: cached 2.9 times cheaper, naive 1.4.
-    text = caching.batch_gain(2.9, 1.4, 4, True)
-    assert "by 1.4" in text and "only the part of its time that does not grow was shared" in text
-    assert "shares far less of its cost" in caching.batch_gain(2.9, 1.4, 4, False)
-    assert "made each token 1.25 times as costly" in caching.batch_gain(2.9, 0.8, 4, True)
-    # A GPU where both loops' short steps sit on fixed costs: both gain about as much.
-    assert "yet they ran far enough above that bound" in caching.batch_gain(3.8, 3.7, 4, True)
-    assert "not yet bound by their arithmetic" in caching.batch_gain(3.8, 3.7, 4, False)
-    assert "even the cached step of 4 sequences cost about 4 steps of one" in caching.batch_gain(1.02, 1.0, 4, True)
+    assert "divided the time per token by 41.1" in text and text.endswith("a step of 64 sequences costs what 64 steps "
+                                                                          "of one do")
 
 
 def test_dominant_waste_every_branch():
-    assert caching.dominant_waste(5.55, 0.17, 2.29).startswith("the recomputed projections, by arithmetic")
-    assert caching.dominant_waste(1.0, 3.0, 0.5).startswith("the recomputed attention, by arithmetic")
-    assert caching.dominant_waste(0.2, 0.01, 2.29).startswith("neither recomputation")
-    assert caching.dominant_waste(2.3, 0.01, 2.29).startswith("neither recomputation")  # within 5 % of streaming
+    assert caching.dominant_waste(5.55, 0.17, 2.29, 3.3, 2.3).startswith("the recomputed projections, by arithmetic")
+    assert caching.dominant_waste(1.0, 3.0, 0.5, 2.5, 0.6).startswith("the recomputed attention, by arithmetic")
+    little = caching.dominant_waste(0.2, 0.01, 2.29, 0.05 * 2.3, 2.3)  # at the 5 % bound: little
+    assert little.startswith("neither recomputation: ") and little.endswith("wastes little time here: its roofline "
+                                                                            "time exceeds the cached loop's by 115.0 ms")
+    assert caching.dominant_waste(0.2, 0.01, 2.29, -0.001, 2.3).endswith("its roofline time is no longer than the cached loop's")
+    more = caching.dominant_waste(2.3, 0.01, 2.29, 0.051 * 2.3, 2.3)  # within 5 % of streaming, yet 5.1 % more
+    assert more.startswith("neither recomputation alone") and "by 117.3 ms: its longer passes" in more
+
+
+@pytest.mark.parametrize("naive, cached, start", [
+    (50.0, 0.4, "Each extra token of sequence added 50.0 µs to a naive step and 0.400 µs to a cached one: the cached"),
+    (50.0, 0.0, "Each extra token of sequence added 50.0 µs to a naive step; the cached step's fitted slope, 0.000 µs"),
+    (50.0, -0.2, "Each extra token of sequence added 50.0 µs to a naive step; the cached step's fitted slope, -0.200"),
+    (0.4, 0.4, "The fitted slopes, 0.4 µs per token of sequence for a naive step and 0.400 µs"),
+    (-1.0, 0.4, "The fitted slopes, -1.0 µs per token"), (-1.0, -2.0, "Each extra token of sequence added -1.0 µs")])
+def test_step_slopes_every_branch(naive, cached, start):
+    assert caching.step_slopes(naive, cached).startswith(start)
+
+
+def test_crossover_window():
+    assert caching.crossover_window(39936, 8192) == ("a length beyond its context window of 8,192 tokens, so within "
+                                                     "the window the projections dominate at every length")
+    assert caching.crossover_window(8192, 8192) == "a length within its context window of 8,192 tokens"
+    assert caching.naive_crossovers(points=3).numbers()["l8_naive_cross_text"].startswith("a length beyond")
 
 
 def test_gpu_cores_and_formula_side():
-    assert "whose datasheet peak is the H100's" in caching.gpu_cores("NVIDIA H200", True)
-    assert "take its share as a guide only" in caching.gpu_cores("NVIDIA A100", False)
+    assert caching.gpu_cores("NVIDIA H200", True) == ("The reference run on an NVIDIA H200, a GPU with the H100's "
+                                                      "datasheet peak, shows how far below it they run")
+    assert caching.gpu_cores("NVIDIA A100", False).endswith("another GPU than the H100, so take its share as a guide only")
     assert "LM head weighs more" in caching.formula_side([1, 2], [1.1, 2.1])
     assert "attention weighs more" in caching.formula_side([1.2, 2.2], [1.1, 2.1])
     assert "at some lengths and above it at others" in caching.formula_side([1.0, 2.2], [1.1, 2.1])
@@ -268,7 +326,7 @@ def test_every_glue_name_of_the_chapter_comes_from_a_record():
     gen = generation(2.0)
     glued = {**caching.Agreement("p", [1], [1], 0.0, "a").numbers(), **step_sweep(5e-7).numbers(),
              **caching.FlopCheck(8, 4, {}, {}).numbers(), **gen.numbers(), **caching.quoted_table(HERE).numbers(),
-             **caching.Crossovers([caching.CrossoverCurve(m, 1, [], [], []) for m in ("llama-3-8b", "smollm2-135m")]
+             **caching.Crossovers([caching.CrossoverCurve(m, 1, 8192, [], [], []) for m in ("llama-3-8b", "smollm2-135m")]
                                   ).numbers(),
              **caching.exercise_numbers(gen, cost.get_config("tiny")),
              **caching.wastes(gen, cost.get_config("tiny")).numbers(),
@@ -282,7 +340,7 @@ def test_figures_draw_from_records():
     from llmperf.plots import caching as figures
 
     assert len(figures.step_times(step_sweep(5e-7)).axes[0].lines) == 4
-    curves = [caching.CrossoverCurve("tiny", 20, [16, 32, 64], [1, 4, 16], [1, 8, 64])]
+    curves = [caching.CrossoverCurve("tiny", 20, 8192, [16, 32, 64], [1, 4, 16], [1, 8, 64])]
     assert len(figures.crossovers(caching.Crossovers(curves)).axes[0].lines) == 3
     two = figures.crossovers(caching.Crossovers(curves * 2))
     assert len(two.axes) == 2 and all(line.get_color() == PREDICTED for ax in two.axes for line in ax.lines)

@@ -21,11 +21,21 @@ NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "01_dependency_ch
 @pytest.mark.parametrize("t32, t16, share, words", [
     (2.0, 1.0, 0.8, "as the bytes predict"),
     (1.3, 1.0, 0.8, "did not stream their half"),
+    (1.59, 1.0, 0.6, "did not stream their half"),  # just under 1.6, at the bound share
+    (1.6, 1.0, 0.6, "as the bytes predict"),
+    (2.4, 1.0, 0.6, "as the bytes predict"),
+    (2.41, 1.0, 0.6, "more than halving the bytes predicts"),
+    (3.0, 1.0, 0.8, "streamed their half of the bytes faster"),
+    (2.0, 1.0, 0.59, "did not set its time"),  # just under the bound share: the bytes' prediction is not applied
     (1.0, 1.5, 0.3, "cost more than the halved bytes save"),
-    (1.5, 1.0, 0.3, "the work each kernel does per byte"),
+    (1.5, 1.0, 0.3, "the time followed the kernels' work, not the bytes"),
 ])
 def test_halved_bytes(t32, t16, share, words):
-    assert words in chain.halved_bytes(t32, t16, share)
+    text = chain.halved_bytes(t32, t16, share)
+    assert words in text
+    assert "not the number of bytes" not in text  # the bytes did halve, whatever the time did
+    if t32 / t16 > 2.4:
+        assert "did not stream" not in text
 
 
 def test_halved_bytes_on_a_gpu():
@@ -39,7 +49,12 @@ def test_halved_bytes_on_a_gpu():
 @pytest.mark.parametrize("ratio, growth, words", [
     (1.02, 0.003, "matches the bare step to within 5 %"),
     (0.97, 0.0, "too small to see"),
-    (1.10, 0.08, "which accounts for most of the difference"),
+    (1.10, 0.08, "If the step were bound by its bytes, they would account for most of the difference"),
+    (1.25, 0.125, "they would account for most of the difference"),  # growth = 0.5 × the excess: the lower bound
+    (1.25, 0.1249, "too little to account for the difference"),  # just under it
+    (1.25, 0.375, "they would account for most of the difference"),  # growth = 1.5 × the excess: the upper bound
+    (1.25, 0.3751, "more than enough to account for the difference"),  # just over it
+    (1.10, 0.30, "the context alone would predict more than the 10 % measured"),  # three times the excess
     (1.20, 0.01, "too little to account for the difference"),
     (0.85, 0.01, "scatter in the measurement"),
 ])
@@ -50,6 +65,10 @@ def test_slope_text_has_a_sentence_for_every_slope(ratio, growth, words):
         assert "below the bare step" in text and "accounts for" not in text
     if ratio > 1.05:
         assert f"{100 * (ratio - 1):.0f} % above the bare step" in text
+        assert "if the step were bound by its bytes" in text.lower()  # bytes become time only for such a step
+        assert text.count("which") <= 1  # one clause at a time
+    if "more than enough" in text:
+        assert "most of the difference" not in text
 
 
 def test_slope_text_on_a_gpu_reference():

@@ -5,6 +5,7 @@ experiment on the tiny preset, each record's check() both ways on hand-built rec
 
 import dataclasses
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -12,19 +13,11 @@ import torch
 from llmperf import cost, hardware
 from llmperf.chapters import intensity, wording
 from llmperf.chapters.setup import Setup, sizes_for_type
+from tests import intensity_records as records
+from tests.prose import check_glued_once
 
 H100 = hardware.ACCELERATORS["H100 SXM"]
-
-
-@pytest.fixture(scope="module")
-def gpu_batch_sweep():
-    """Chapter 3's batch sweep as an H100 would run it: SmolLM2 in bf16 at the CUDA sizes, predicted part by part."""
-    sizes = sizes_for_type("cuda", free_memory=80e9)
-    ctx, batches = sizes.decode_context, sizes.decode_batches
-    step = [hardware.roofline_time_in_parts(cost.decode_parts("smollm2-135m", ctx + 1, b, 2), H100) for b in batches]
-    nbytes = [cost.decode_bytes("smollm2-135m", ctx + 1, b, 2).total for b in batches]
-    parts = cost.decode_parts("smollm2-135m", ctx + 1, 1, 2)
-    return dict(ctx=ctx, batches=batches, step=step, nbytes=nbytes, parts=parts)
+NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "03_decode_intensity.ipynb"
 
 
 def test_gpu_batch_sweep_wording(gpu_batch_sweep):
@@ -46,20 +39,26 @@ def test_gpu_batch_sweep_wording(gpu_batch_sweep):
     assert wording.trend(1.0, 1.0, "at batch 1", "at batch 256").startswith("stays near")
 
 
-def test_gpu_small_batch_and_low_precision_wording():
-    assert intensity.small_batch_kernel("cuda", 1.0).startswith("On a GPU")
-    assert "nearly free" in intensity.small_batch_kernel("cuda", 1.0)
-    assert "whole chip" not in intensity.small_batch_kernel("cuda", 1.0)  # nothing said of how a kernel spreads
+def test_gpu_small_batch_and_low_precision_wording(gpu_batch_sweep):
+    s = gpu_batch_sweep  # the predicted H100 step: batch 2 takes what the roofline says, by construction
+    gbs = tuple(n / t / 1e9 for n, t in zip(s["nbytes"][:2], s["step"][:2]))
+    text = intensity.small_batch_kernel("cuda", s["batches"][1], s["step"][1] / s["step"][0],
+                                        s["step"][1] / s["step"][0], gbs, H100.bandwidth / 1e9)
+    assert text.startswith("On a GPU") and text.endswith("The extra row costs about what its bytes and FLOPs predict")
+    assert "whole chip" not in text and f"against the probe's {H100.bandwidth / 1e9:,.1f} GB/s" in text
     assert "bound by bandwidth" in intensity.low_precision_ridge("bfloat16", H100.ridge, 1.0, H100.flops / 1e9)
 
 
 @pytest.mark.parametrize("device", ["cpu", "cuda"])
-@pytest.mark.parametrize("ratio, ending", [(1.4, "the two-row kernel streams the weights more slowly"),
-                                           (1.1, "one more row is nearly free"), (0.96, "one more row is nearly free"),
-                                           (0.8, "the one-row kernel is the slower of the two")])
-def test_small_batch_kernel_every_branch(device, ratio, ending):
-    text = intensity.small_batch_kernel(device, ratio)
+@pytest.mark.parametrize("step, ending", [(1.6 * 1.16, "The 4-row kernel streams the weights more slowly"),
+                                          (1.6 * 1.15, "The 3 extra rows cost about what their bytes and FLOPs predict"),
+                                          (1.6 * 0.95, "The 3 extra rows cost about what their bytes and FLOPs predict"),
+                                          (1.6 * 0.94, "The one-row kernel is the slower of the two")])
+def test_small_batch_kernel_every_branch(device, step, ending):
+    text = intensity.small_batch_kernel(device, 4, step, 1.6, (20.0, 30.0), 25.0)  # the roofline expects 1.6x
     assert text.endswith(ending) and "tested on" not in text and "this course" not in text
+    assert "batch 1 moved 20.0 GB/s and batch 4 30.0 GB/s, against the probe's 25.0 GB/s" in text
+    assert "where the roofline expects 1.60 times" in text
 
 
 @pytest.mark.parametrize("growth, shape", [(1.0, "is nearly flat"), (1.09, "is nearly flat"), (1.1, "rises by 10 %"),
@@ -69,12 +68,46 @@ def test_bytes_growth_verdict_fits_its_number(growth, shape):
     assert intensity.bytes_growth(growth, 64, 500.0).startswith(shape + ":")
 
 
+@pytest.mark.parametrize("kv_eq, where", [(22.4, "within this sweep, from batch 23 on"), (22.0, "from batch 22 on"),
+                                          (63.2, "within this sweep, from batch 64 on"),
+                                          (64.01, "only from batch 65, beyond this sweep")])
+def test_bytes_growth_first_whole_batch(kv_eq, where):
+    assert intensity.bytes_growth(3.0, 64, kv_eq).endswith(where)
+
+
 @pytest.mark.parametrize("growth, verdict, trade", [
     (0.8, "rose", "no user paid for it in speed"), (1.02, "stayed about the same", "no user paid for it in speed"),
     (1.5, "fell", "at the cost of every user's speed")])
 def test_per_user_speed_and_the_trade_agree(growth, verdict, trade):
-    assert intensity.per_user_speed(growth, 64).startswith(verdict)
+    assert intensity.per_user_speed(growth, 64).startswith(verdict) and "batch 64" in intensity.per_user_speed(growth, 64)
     assert trade in intensity.batch_trade(growth)
+
+
+@pytest.mark.parametrize("gap1, gapmax, start", [
+    (1.1, 1.1, "At batch 1 the step took 1.10 times its roofline time"), (0.95, 0.9, "At batch 1 the step took 0.95"),
+    (2.0, 1.89, "Part of each step's time is a cost that depends on neither"),
+    (2.0, 1.9, "Part of each step's time is a cost that the bytes and the FLOPs leave out"),
+    (1.11, 3.0, "Part of each step's time is a cost that the bytes and the FLOPs leave out")])
+def test_batch_fixed_cost_every_branch(gap1, gapmax, start):
+    assert intensity.batch_fixed_cost(gap1, gapmax).startswith(start)
+
+
+@pytest.mark.parametrize("plain, fused, gf, start", [
+    (30.0, 60.0, 63.1, "Tuned GPU code gets closer: gpt-fast's tuned GPU loop reached 63 %"),
+    (30.0, 60.0, 63.0, "Tuned GPU code gets about as close"), (60.0, 30.0, 57.0, "Tuned GPU code gets about as close"),
+    (60.0, 82.0, 69.0, "Here the better step, at 82 %, got closer to its roof than tuned GPU code did")])
+def test_tuned_code_every_branch(plain, fused, gf, start):
+    assert intensity.tuned_code(plain, fused, gf).startswith(start)
+
+
+@pytest.mark.parametrize("gf, plain, device, words", [
+    (69.0, 30.0, "cpu", "a tuned GPU loop gets closer to its roof than the plain model does: the plain model reached "
+                        "30 % of the probed bandwidth on this machine's CPU"),
+    (69.0, 69.0 / 1.05, "cuda", "about as close to its roof as the plain model does here"),
+    (69.0, 69.0 / 0.95, "mps", "about as close"), (69.0, 80.0, "cuda", "the plain model got closer to its own roof"),
+    (69.0, 80.0, "xpu", "on xpu")])
+def test_gptfast_beside_every_branch(gf, plain, device, words):
+    assert words in intensity.gptfast_beside(gf, plain, device)
 
 
 @pytest.mark.parametrize("pct, start", [(40.0, "The measured step reads its bytes more slowly than the probe does"),
@@ -87,62 +120,49 @@ def test_probe_gap_worded_from_the_ratio(pct, start):
     assert text.startswith(start) and f"{pct:.0f} % of the 25.0 GB/s" in text
 
 
-@pytest.mark.parametrize("args, parts", [
-    # (measured, predicted, added_s, kv_pct, rest_pct): the AMD EPYC reference's shape, cache slower per byte
-    ((1.43, 1.34 * 1.1, 0.025, 29.0, 36.0), ["36 %", "fixed cost", "close to the bytes model's"]),
-    ((1.60, 1.34, 0.025, 29.0, 36.0), ["fixed cost", "attention streams the cache less well", "exceeds"]),
-    ((1.60, 1.34, 0.025, 50.0, 95.0), ["close to the probe", "exceeds"]),
-    ((1.10, 1.34, 0.005, 80.0, 36.0), ["fixed cost", "falls short", "dilute the cache's share"]),
-    ((1.10, 1.34, 0.005, 120.0, 95.0), ["close to the probe", "falls short of the bytes model's"]),
-    ((0.99, 1.34, -0.001, 0.0, 36.0), ["hid beneath the rest", "fixed cost"]),
+@pytest.mark.parametrize("rest_pct, kv_pct, parts", [
+    (36.0, 28.0, ["36 %", "read at 28 %", "fixed cost", "attention streams the cache less well", "exceeds"]),
+    (36.0, 0.899 * 36.0, ["cost more time", "exceeds"]), (36.0, 0.901 * 36.0, ["about the same", "close to"]),
+    (95.0, 1.099 * 95.0, ["close to the probe", "about the same"]),
+    (95.0, 1.101 * 95.0, ["close to the probe", "falls short"]),
+    (36.0, 80.0, ["fixed cost", "falls short", "dilute the cache's share"]), (94.0, 50.0, ["close to the probe", "exceeds"]),
+    (36.0, None, ["hid beneath the rest", "fixed cost"]),
 ])
-def test_context_mismatch_every_branch(args, parts):
-    text = intensity.context_mismatch(*args)
+def test_context_mismatch_every_branch(rest_pct, kv_pct, parts):
+    record = records.contexts_at(rest_pct, kv_pct)
+    text = record.numbers()["mismatch_text"]
     assert all(p in text for p in parts), text
-    if args[-1] >= 90:
+    if rest_pct >= 90:
         assert "fixed cost" not in text and "dilute" not in text  # fixed costs named only where the numbers point
+    measured, predicted = record.measured_growth[-1], record.predicted_growth[-1]  # the verdict matches the growths
+    assert ("exceeds" not in text or measured > predicted) and ("falls short" not in text or measured < predicted)
 
 
 def test_cpu_branches():
     # A CPU whose bf16 products crawl (0.9 GFLOP/s against 19.5 GB/s): its bf16 ridge is below 1 FLOP/byte.
     text = intensity.low_precision_ridge("bfloat16", 0.9e9 / 19.5e9, 1.0, 0.9)
     assert "no fast bfloat16" in text and "bound by arithmetic" in text
-    assert "more slowly" in intensity.small_batch_kernel("cpu", 1.4)
     assert intensity.weights_bound(22, 64, 10.9).startswith("The weight products cross this device's ridge")
     assert "even attention is bound by arithmetic" in intensity.attention_bound(1.5, 0.05)
-    assert intensity.per_user_speed(1.02, 64).startswith("stayed about the same")
-    assert intensity.bytes_growth(1.05, 64, 500.0).startswith("is nearly flat")
 
 
-def test_speed_change_and_fused_result():
+def test_speed_change_fused_result_and_against_roof():
     assert wording.speed_change(2.0, 1.0, "A") == "2.0 times faster than A"
     assert wording.speed_change(1.0, 1.31, "A") == "1.31 times slower than A"
     assert wording.speed_change(1.0, 1.02, "A") == "about as fast as A"
     assert "a step about as fast as the plain one," in intensity.fused_result(1.0, 1.01, 50, 50)
     assert "a step 1.50 times faster than the plain one," in intensity.fused_result(1.5, 1.0, 35, 52)
-
-
-def test_against_roof():
+    assert intensity.launches_vs_bytes(300, 12.0).endswith("the launches cost more time than the bytes")
+    assert intensity.launches_vs_bytes(12, 12.0).startswith("no fewer than the step's 12 ops")
     assert intensity.against_roof(1.2) == "lies above both lines at every batch size"
     assert "within the probe's own error" in intensity.against_roof(0.95)
 
 
 # --- the records and experiments ------------------------------------------------------------------------------
 
-HERE = hardware.Accelerator("this machine (test)", flops=50e9, bandwidth=10e9, memory=16e9, source="by hand",
-                            measured={"read_bandwidth": 10e9, "copy_bandwidth": 8e9, "matmul_float32": 50e9,
-                                      "matmul_bfloat16": 5e9})
-
-
-def _json(record):
-    return json.loads(json.dumps(dataclasses.asdict(record)))
-
-
-def _shown(table):
-    """The DataFrame behind a table (a Styler or a DataFrame), and its HTML renders."""
-    df = getattr(table, "data", table)
-    assert table.to_html()
-    return df
+@pytest.fixture(scope="module")
+def gpu_batch_sweep():
+    return records.gpu_batch_sweep()
 
 
 @pytest.fixture(scope="module")
@@ -159,9 +179,9 @@ def test_llama_counts():
     assert round(n["l8_int_2n"], 2) == 1.07 and round(n["qkv_mb"], 1) == 50.3 and n["notes_qkv_mb"] == 25
     assert n["l8_layers"] == 32 and n["gqa_group"] == 4 and n["gate_S"] == 2000 and n["ops_ctx"] == 1024
     assert round(n["lm_head_pct"]) == 7 and round(n["notes_qkv_total_gb"], 1) == 14.2
-    assert _json(c)["ops"][0]["label"] == "q/k/v projections"
-    assert list(_shown(c.ops_table())["op"])[-1] == "whole step" and len(_shown(c.ops_table())) == 8
-    assert len(_shown(c.table())) == 2 and list(_shown(c.gate_table())["rows"]) == [2000, 1]
+    assert records.as_json(c)["ops"][0]["label"] == "q/k/v projections"
+    assert list(records.shown(c.ops_table())["op"])[-1] == "whole step" and len(records.shown(c.ops_table())) == 8
+    assert len(records.shown(c.table())) == 2 and list(records.shown(c.gate_table())["rows"]) == [2000, 1]
 
 
 @pytest.mark.parametrize("change, message", [
@@ -185,7 +205,7 @@ def test_latency_throughput():
     assert lt.context == 4096 and lt.batches[0] == 1 and lt.batches[-1] == lt.max_batch == 129
     assert lt.step_s == sorted(lt.step_s) and len(lt.batches) == len(lt.step_s)
     n = lt.numbers()
-    assert n["lt_user_1"] > n["lt_user_max"] and n["lt_all_gain"] > 1 and _json(lt)["device"] == "H100 SXM"
+    assert n["lt_user_1"] > n["lt_user_max"] and n["lt_all_gain"] > 1 and records.as_json(lt)["device"] == "H100 SXM"
 
 
 def test_exercise_numbers(tiny_setup):
@@ -197,57 +217,56 @@ def test_exercise_numbers(tiny_setup):
 
 
 def test_roofline(monkeypatch, tiny_setup):
-    monkeypatch.setattr(hardware, "probe", lambda device, dtype: HERE)
+    monkeypatch.setattr(hardware, "probe", lambda device, dtype: records.HERE)
     r = intensity.roofline(tiny_setup, intensity.llama_counts())
     r.check()
     n = r.numbers()
     assert n["here_ridge"] == 5.0 and n["here_bf16_ridge"] == 0.5 and "bound by arithmetic" in n["here_bf16_text"]
     assert n["h100_x2_floor_ms"] == pytest.approx(n["h100_floor_ms"])  # more arithmetic buys nothing
-    assert n["h200_speedup"] == pytest.approx(4.8 / 3.35) and _json(r)["here"]["measured"]["copy_bandwidth"] == 8e9
-    assert len(_shown(r.table())) == 3 and len(_shown(r.probe_table())) == 4
+    assert n["h200_speedup"] == pytest.approx(4.8 / 3.35) and records.as_json(r)["here"]["measured"]["copy_bandwidth"] == 8e9
+    assert len(records.shown(r.table())) == 3 and len(records.shown(r.probe_table())) == 4
     assert intensity.setup_numbers(tiny_setup) == {"device": "cpu", "dtype_name": "float32", "bpp": 4}
     with pytest.raises(AssertionError, match="reaches the ridge"):
         dataclasses.replace(r, table_ridges={"slow chip": 0.5}).check()
 
 
 def test_batch_counts(tiny_setup):
-    b = intensity.batch_counts(tiny_setup, HERE)
+    b = intensity.batch_counts(tiny_setup, records.HERE)
     assert b.batches == [1, 2, 4] and b.context == 8 and b.bytes_per_param == 4
-    assert b.smol_intensity == sorted(b.smol_intensity) and len(_shown(b.table())) == 3
-    assert b.numbers()["ctx"] == 8 and _json(b)["here_ridge"] == 5.0
+    assert b.smol_intensity == sorted(b.smol_intensity) and len(records.shown(b.table())) == 3
+    assert b.numbers()["ctx"] == 8 and records.as_json(b)["here_ridge"] == 5.0
     b.check()
     with pytest.raises(AssertionError):
         dataclasses.replace(b, here_ridge=0.01).check()
 
 
 def test_batch_sweep_runs(tiny_setup):
-    sweep = intensity.batch_sweep(tiny_setup, HERE, rounds=1)
+    sweep = intensity.batch_sweep(tiny_setup, records.HERE, rounds=1)
     assert sweep.batches == [1, 2, 4] and len(sweep.step_s) == 3 and all(t > 0 for t in sweep.step_s)
     assert sweep.nbytes == [cost.decode_bytes(tiny_setup.model.cfg, 9, b, 4).total for b in (1, 2, 4)]
     n = sweep.numbers()
     assert n["B_max"] == 4 and n["B_mid"] == 2 and isinstance(n["small_batch_text"], str)
-    assert len(_shown(sweep.table())) == 3 and _json(sweep)["device_type"] == "cpu"
-
-
-def _sweep(step_s, roof_s=(1e-3, 1e-3, 1e-3)):
-    return intensity.BatchSweep("cpu", 8, [1, 2, 4], list(step_s), [1000, 1100, 1200], [10, 20, 40], 1e6,
-                                list(roof_s), 30.0)
+    assert len(records.shown(sweep.table())) == 3 and records.as_json(sweep)["device_type"] == "cpu"
 
 
 def test_batch_sweep_check():
-    _sweep([2e-3, 2.1e-3, 2.4e-3]).check()
+    n = records.sweep([2e-3, 3e-3, 6e-3], batches=(1, 8, 64)).numbers()  # the summary names the middle batch
+    assert n["per_user_mid_text"].startswith("fell: at batch 8 each user waits 1.50 times as long")
+    assert n["per_user_text"].startswith("fell: at batch 64 each user waits 3.0 times as long")
+    records.sweep([2e-3, 2.1e-3, 2.4e-3]).check()
     with pytest.raises(AssertionError, match="gave only"):  # batch 2 barely more tokens/s: 2 / 4 · batch 1's needed
-        _sweep([2e-3, 8.1e-3, 9e-3]).check()
+        records.sweep([2e-3, 8.1e-3, 9e-3]).check()
     with pytest.raises(AssertionError, match="beat the roofline"):
-        _sweep([2e-3, 2.1e-3, 2.4e-3], roof_s=(1e-3, 3e-3, 1e-3)).check()
+        records.sweep([2e-3, 2.1e-3, 2.4e-3], roof_s=(1e-3, 3e-3, 1e-3)).check()
 
 
 def test_gap_to_roof(tiny_setup):
-    g = intensity.gap_to_roof(tiny_setup, HERE, rounds=1)
+    g = intensity.gap_to_roof(tiny_setup, records.HERE, rounds=1)
     assert g.plain_s > 0 and g.fused_s > 0 and g.n_ops > 0 and g.kipply_ratio == pytest.approx(22.0 / 16.8)
     assert g.step_bytes == cost.decode_bytes(tiny_setup.model.cfg, 9, 1, 4).total
-    assert "the plain one" in g.numbers()["fused_text"] and len(_shown(g.table())) == 2
-    _json(g)
+    assert "the plain one" in g.numbers()["fused_text"] and len(records.shown(g.table())) == 2
+    assert "this machine's CPU" in g.numbers()["gptfast_text"] and g.numbers()["smol_h100_launches"] > 0
+    records.as_json(g)
 
 
 def test_kv_growth(tiny_setup):
@@ -255,39 +274,34 @@ def test_kv_growth(tiny_setup):
     n = k.numbers()
     assert n["c_lo"] == 1024 and n["c_hi"] == 8192 and n["c_ratio"] == 8 and n["l8_kv_tok"] == 131072
     assert 0 < n["l8_tpot_growth_pct"] < 10 and n["kv_ratio_x"] > 1  # the tiny model: a large cache per weight
-    _json(k)
+    records.as_json(k)
 
 
 def test_context_sweep_runs(tiny_setup):
-    c = intensity.context_sweep(tiny_setup, HERE, rounds=1)
+    c = intensity.context_sweep(tiny_setup, records.HERE, rounds=1)
     assert c.contexts == [8, 32, 128] and c.batch == 1 and len(c.tpot_s) == 3 and c.dtype == "float32"
     assert c.kv_bytes == [cost.kv_cache_bytes(tiny_setup.model.cfg, x + 1, 1, 4) for x in (8, 32, 128)]
     n = c.numbers()
     assert n["ctx_x"] == 16 and n["sweep_batch"] == 1 and n["pred_x"] > 1
-    assert len(_shown(c.table())) == 3 and _json(c)["contexts"] == [8, 32, 128]
-
-
-def _contexts(tpot_s, batch=1, contexts=(128, 2048), roof_s=(1e-3, 1e-3)):
-    return intensity.ContextSweep("cpu", "float32", batch, list(contexts), list(tpot_s), [1000, 1500], [100, 600],
-                                  list(roof_s), 1e6)
+    assert len(records.shown(c.table())) == 3 and records.as_json(c)["contexts"] == [8, 32, 128]
 
 
 def test_context_sweep_numbers():
     # 500 more bytes in 0.5 ms: read at the probed 1 MB/s; the shortest step read 1,000 bytes in 2 ms (50 %).
-    text = _contexts([2e-3, 2.5e-3]).numbers()["mismatch_text"]
+    text = records.contexts([2e-3, 2.5e-3]).numbers()["mismatch_text"]
     assert "at 50 % of the probed bandwidth" in text and "read at 100 %" in text and "falls short" in text
-    assert "hid beneath" in _contexts([2e-3, 1.9e-3]).numbers()["mismatch_text"]
+    assert "hid beneath" in records.contexts([2e-3, 1.9e-3]).numbers()["mismatch_text"]
 
 
 def test_context_sweep_check():
-    _contexts([2e-3, 2.5e-3]).check()
-    _contexts([2e-3, 5e-3], batch=8).check()  # the exercise's batch: growth not asserted
+    records.contexts([2e-3, 2.5e-3]).check()
+    records.contexts([2e-3, 5e-3], batch=8).check()  # the exercise's batch: growth not asserted
     with pytest.raises(AssertionError, match="16x the context cost 2.50x"):
-        _contexts([2e-3, 5e-3]).check()
+        records.contexts([2e-3, 5e-3]).check()
     with pytest.raises(AssertionError, match="8x the context"):
-        _contexts([2e-3, 2.5e-3], contexts=(256, 2048)).check()
+        records.contexts([2e-3, 2.5e-3], contexts=(256, 2048)).check()
     with pytest.raises(AssertionError, match="beat the roofline"):
-        _contexts([2e-3, 2.5e-3], roof_s=(1e-3, 3e-3)).check()
+        records.contexts([2e-3, 2.5e-3], roof_s=(1e-3, 3e-3)).check()
 
 
 def test_figures(tiny_setup):
@@ -297,10 +311,19 @@ def test_figures(tiny_setup):
     matplotlib.use("Agg")
     from llmperf.plots import intensity as figures
 
-    sweep, counts = _sweep([2e-3, 2.1e-3, 2.4e-3]), intensity.llama_counts()
-    roofs = intensity.Roofs(HERE, "float32", H100, hardware.ACCELERATORS["H200 SXM"], {}, counts.flops_exact,
-                            counts.step_bytes, counts.intensity_2n, counts.intensity_exact)
+    sweep, counts = records.sweep([2e-3, 2.1e-3, 2.4e-3]), intensity.llama_counts()
+    roofs = records.roofs(counts)
     for fig in (figures.batch_sweep(sweep), figures.latency_throughput(sweep, intensity.latency_throughput()),
-                figures.roofline(roofs, sweep), figures.context_sweep(_contexts([2e-3, 2.5e-3]))):
+                figures.roofline(roofs, sweep), figures.context_sweep(records.contexts([2e-3, 2.5e-3]))):
         assert fig.axes
         matplotlib.pyplot.close(fig)
+
+
+def test_every_glued_name(tiny_setup):
+    """Every name the chapter's prose reads is glued, and by one record only (hand-built records, nothing timed)."""
+    parts = [intensity.setup_numbers(tiny_setup), intensity.llama_counts().numbers(), records.roofs().numbers(),
+             intensity.batch_counts(tiny_setup, records.HERE).numbers(), records.sweep([2e-3, 2.1e-3, 2.4e-3]).numbers(),
+             intensity.latency_throughput().numbers(), records.gap().numbers(), intensity.kv_growth(tiny_setup).numbers(),
+             records.contexts([2e-3, 2.5e-3]).numbers(), intensity.exercise_numbers(tiny_setup)]
+    check_glued_once(parts, NOTEBOOK)
+    assert records.roofs().numbers()["table_min_ridge"] > 100  # the opening's "at least ... FLOPs" per byte

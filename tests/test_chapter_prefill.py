@@ -22,7 +22,12 @@ NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "02_prefill_cost.
 
 def test_quadratic_part_and_share_of_probe():
     assert prefill.quadratic_part(12.5, 31.0, 1536) == "is 31 % of the fitted TTFT at 1,536 tokens"
-    assert "no real cost can be" in prefill.quadratic_part(-7013.0, -404.0, 1536)
+    for c_ns in (-7013.0, 0.0):  # at or below zero: TTFT bent downward, for one of two reasons
+        text = prefill.quadratic_part(c_ns, -404.0, 1536)
+        assert "bent downward" in text and "other work" in text.lower()
+        assert "more efficient as the prompt grew" in text
+        assert "says nothing about the quadratic term" in text and "%" not in text
+    assert prefill.quadratic_part(0.001, 0.0, 1536) == "is 0 % of the fitted TTFT at 1,536 tokens"
     assert prefill.share_of_probe(80e9, 100e9, "the probe").startswith("80 % of the 100.0 GFLOP/s")
     assert "lower bound" in prefill.share_of_probe(172e9, 100e9, "the probe")
 
@@ -32,6 +37,18 @@ def test_quadratic_part_and_share_of_probe():
     ([(64, 128, 1.30), (128, 256, 1.95), (256, 512, 2.70)], "The rule fails at both ends"),
     ([(64, 128, 1.30), (128, 256, 1.95)], "The rule holds for the longer prompts, but not the shortest"),
     ([(1024, 2048, 2.0), (2048, 3072, 1.5), (3072, 4096, 1.6)], "The rule holds for the shorter prompts"),
+    # A slow pair at the long end, none at the short one: counted, not put at "the shortest".
+    ([(64, 128, 2.0), (128, 256, 1.3)], "The rule fails at 1 of 2 pairs of this sweep"),
+    # A fast pair before a slow one: the ends are not named.
+    ([(64, 128, 2.8), (128, 256, 1.3)], "The rule fails at 2 of 2 pairs of this sweep"),
+    # Every pair off the rule, slow before fast: still counted, since no pair holds between them.
+    ([(64, 128, 1.3), (128, 256, 2.8)], "The rule fails at 2 of 2 pairs of this sweep"),
+    # A slow pair in the middle of the sweep.
+    ([(64, 128, 2.0), (128, 256, 1.3), (256, 512, 2.0)], "The rule fails at 1 of 3 pairs of this sweep"),
+    # A fast pair before the end.
+    ([(64, 128, 2.0), (128, 256, 2.8), (256, 512, 2.0)], "The rule fails at 1 of 3 pairs of this sweep"),
+    # Slow pairs at the start, one holding, a slow one later: not all at the short end.
+    ([(64, 128, 1.3), (128, 256, 2.0), (256, 512, 1.3)], "The rule fails at 2 of 3 pairs of this sweep"),
     ([(64, 64, 1.0)], "no two prompt lengths to compare"),
     ([], "no two prompt lengths to compare"),
 ])
@@ -41,6 +58,21 @@ def test_doubling_text_has_a_verdict_for_every_sweep(pairs, words):
     if "fails at both ends" in text:  # the shortest slow pair and the longest fast pair, with their numbers
         assert "from 64 to 128 tokens (2.00 times the prompt) TTFT grew 1.30-fold" in text
         assert "from 256 to 512 tokens" in text and "2.70-fold" in text
+    if " pairs of this sweep" in text:  # counted: no end is named, and every pair off the rule is
+        assert "short end" not in text and "long end" not in text and "shortest" not in text
+        ks = [prefill.growth_exponent(b / a, r) for a, b, r in pairs]
+        for (a, b, r), k in zip(pairs, ks):
+            named = f"from {a:,} to {b:,} tokens" in text
+            assert named == (abs(k - 1) > prefill.claims.PROPORTIONAL), (a, b, text)
+        assert ("Less than in proportion" in text) == any(k < 1 - prefill.claims.PROPORTIONAL for k in ks)
+        assert ("More than in proportion" in text) == any(k > 1 + prefill.claims.PROPORTIONAL for k in ks)
+
+
+def test_doubling_text_names_every_pair_of_a_group():
+    """Two slow pairs at the short end: both are named, not only the first."""
+    text = prefill.doubling_text([(64, 128, 1.3), (128, 256, 1.4), (256, 512, 2.0)])
+    assert text.startswith("The rule holds for the longer prompts, but not the shortest")
+    assert "from 64 to 128 tokens" in text and "from 128 to 256 tokens" in text and "256 to 512" not in text
 
 
 def test_growth_exponent():
@@ -54,6 +86,20 @@ def test_intercept_text():
                                                      "40 % of the 8.0 ms TTFT at 64 tokens")
     text = prefill.intercept_text(-1.5, 8.0, 64)
     assert "a = -1.50 ms, at or below zero" in text and "estimates this fixed cost" not in text
+    for a in (12.0, 8.0):  # at or above the shortest TTFT: a fixed cost can only be a part of that TTFT
+        text = prefill.intercept_text(a, 8.0, 64)
+        assert f"a = {a:.2f} ms, at or above the 8.0 ms TTFT at 64 tokens" in text and "%" not in text
+    assert "99 % of the 8.0 ms TTFT" in prefill.intercept_text(7.92, 8.0, 64)  # just under it
+
+
+def test_gap_text():
+    assert prefill.gap_text(1.8, 1536).startswith("Measured TTFT sat above the prediction (1.80 times the "
+                                                  "prediction at 1,536 tokens)")
+    for ratio in (1.049, 0.951, 1.0):
+        assert "matched the prediction to within 5 %" in prefill.gap_text(ratio, 1536)
+    assert "sat above" in prefill.gap_text(1.051, 1536)
+    low = prefill.gap_text(0.94, 1536)
+    assert "below the prediction (0.94 times" in low and "understated the rate" in low
 
 
 @pytest.mark.parametrize("growth, words", [
@@ -62,9 +108,18 @@ def test_intercept_text():
     (5.0, "more than 4-fold: the batched pass was slower per prompt token"),
     (2.5, "well short of 4-fold, so batching bought 1.60 times the tokens per second"),
     (1.5, "grew only 1.50-fold, less than half of 4-fold"),
+    (1.051, "grew only 1.05-fold"),
+    (1.049, "stayed about what it was at batch 1 (1.05-fold), within the noise"),
+    (1.0, "stayed about what it was at batch 1 (1.00-fold)"),
+    (0.951, "stayed about what it was at batch 1 (0.95-fold)"),
+    (0.949, "shrank to 0.95 times batch 1's"),
+    (0.8, "shrank to 0.80 times batch 1's: the batched pass ran faster than one prompt alone"),
 ])
 def test_batch_ttft_text(growth, words):
-    assert words in prefill.batch_ttft_text(growth, 4)
+    text = prefill.batch_ttft_text(growth, 4)
+    assert words in text
+    if growth < 1:
+        assert "grew" not in text.split(":")[0]  # a shrinking TTFT is never said to grow
 
 
 @pytest.mark.parametrize("gain, words", [(1.02, "about the same throughput as batch 1 (1.02×)"),
@@ -76,7 +131,8 @@ def test_batch_gain_text(gain, words):
 
 def test_model_texts():
     assert prefill.sweep_model_text("smollm2-135m", True) == "SmolLM2 itself"
-    assert prefill.sweep_model_text("llama-3-8b", False).startswith("llama-3-8b with random weights")
+    text = prefill.sweep_model_text("llama-3-8b", False)
+    assert text.startswith("llama-3-8b with random weights") and "whatever its length" not in text
     assert prefill.batch_model_text("smollm2-135m", True) == "SmolLM2 itself"
     assert prefill.batch_model_text("llama-3-8b", False) == "llama-3-8b with random weights, which time exactly like real ones"
 
@@ -191,6 +247,12 @@ def test_the_sweep_glues_its_verdicts():
     n = hand_sweep([0.010, 0.019, 0.040, 0.090]).numbers()
     assert n["doubling_text"].startswith("The rule") and n["intercept_text"].startswith("The fit's intercept")
     assert "len_ratio" not in n and "ttft_ratio" not in n  # replaced by the table and its verdict
+    # The gap's widths are the timed model's, here SmolLM2's; glued numbers no prose reads are gone.
+    assert (n["sweep_d"], n["sweep_head_dim"]) == (576, 64) and n["gap_text"].startswith("Measured TTFT")
+    assert not {"achieved_pct", "fit_a_ms", "fit_b_us", "fit_c_ns", "quad_share_pct"} & set(n)
+    assert "batch_model" not in hand_batch(0.10, 0.35).numbers()
+    big = dataclasses.replace(hand_sweep([0.010, 0.019, 0.040, 0.090]), model="llama-3-8b", setup_model=False)
+    assert (big.numbers()["sweep_d"], big.numbers()["sweep_head_dim"]) == (4096, 128)  # on a GPU: the big model's
     b = hand_batch(0.10, 0.35).numbers()
     assert "close to 4-fold" in b["batch_ttft_text"] and b["batch_gain_text"].startswith("a gain of 1.14×")
 
@@ -231,6 +293,6 @@ def test_the_exercise_borrows_a_gpu_reference_probe(s, tmp_path):
     save(t4, tmp_path / "t4.json")
     n = prefill.exercise_numbers(est, sweep, where=tmp_path)
     assert n["gpu_eff_pct"] == pytest.approx(75) and "another GPU than the H100 (A100 SXM 80GB)" in n["gpu_cores_text"]
-    assert n["gpu_probe_label"] == "reference run: NVIDIA A100-SXM4-80GB, 2026-12-02"
+    assert (n["gpu_probe_device"], n["gpu_probe_date"]) == ("NVIDIA A100-SXM4-80GB", "2026-12-02")
     n = prefill.exercise_numbers(est, sweep)  # the repository's own: an H200, the H100's tensor cores
     assert "H100's tensor cores" in n["gpu_cores_text"] and 70 < n["gpu_eff_pct"] < 90

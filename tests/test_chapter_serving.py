@@ -25,7 +25,11 @@ def test_serving_wording():
     assert "above it" in serving.itl_against_tpot(0.100, 0.120) and "longer gaps" in serving.itl_against_tpot(0.1, 0.12)
     assert "below it" in serving.itl_against_tpot(0.100, 0.080)
     assert "both peak at batch 16" in serving.goodput_peak(BATCHES, [1, 2, 3], [1, 2, 3])
-    assert "goodput at batch 4" in serving.goodput_peak(BATCHES, [1, 2, 3], [1, 2, 0])
+    earlier = serving.goodput_peak(BATCHES, [1, 2, 3], [1, 2, 0])
+    assert "goodput at batch 4: past that, batching adds" in earlier
+    later = serving.goodput_peak(BATCHES, [1, 3, 2.5], [1, 1, 2])  # goodput peaks past throughput's peak
+    assert "throughput peaks at batch 4 but goodput at the larger batch 16" in later and "past that" not in later
+    assert "so many of batch 4's requests missed the objectives" in later
     assert "zero throughout" in serving.goodput_peak(BATCHES, [1, 2, 3], [0, 0, 0])
     assert "took 3.0 times as long" in serving.warm_up(0.3, 0.1)
     assert "not much slower" in serving.warm_up(0.11, 0.1)
@@ -65,6 +69,7 @@ def test_prefill_bursts_every_branch():
     burst = serving.prefill_bursts(16, 62, {16: 2, 0: 60}, 32)
     assert "62 steps, and 2 of them began with prefills, 32 prefills in all" in burst
     assert "16.0 at a time on average and up to 16, about one step in 31" in burst and "k − 1 prefills" in burst
+    assert "prefilled in the same step, one after another" in burst and "prefilled together" not in burst
     assert "most steps carried" in serving.prefill_bursts(4, 10, {1: 8, 0: 2}, 32)
     spread = serving.prefill_bursts(4, 40, {1: 4, 0: 36}, 32)
     assert "one at a time, about one step in 10" in spread
@@ -82,6 +87,15 @@ def test_percentiles_add_every_branch():
 def test_percentile_spread_every_branch():
     assert "times as wide" in serving.percentile_spread((0.3, 0.5), (1.0, 2.0))
     assert "about as steady" in serving.percentile_spread((0.3, 0.5), (1.0, 1.2))
+    # Either side of 1.5 times, in widths that binary floats hold exactly: median 0.25 s wide, p99 0.375 or 0.5 s.
+    assert "about as steady" in serving.percentile_spread((0.25, 0.5), (1.0, 1.375))
+    assert "a range 2.0 times as wide" in serving.percentile_spread((0.25, 0.5), (1.0, 1.5))
+    # A p99 steadier than the median: 0.25 s wide against a median 0.375 s (1.5 times) or 0.4375 s wide.
+    assert "about as steady" in serving.percentile_spread((0.25, 0.625), (1.0, 1.25))
+    steadier = serving.percentile_spread((0.25, 0.6875), (1.0, 1.25))
+    assert "the median's range was 1.8 times as wide as the p99's" in steadier and "about as steady" not in steadier
+    still = serving.percentile_spread((0.3, 0.5), (1.0, 1.0))  # the p99 did not move, the median did
+    assert "the p99 did not move at all while the median did" in still and "other way round" in still
     assert "median did not move at all while the p99 did" in serving.percentile_spread((0.3, 0.3), (1.0, 2.0))
     assert "neither moved at all" in serving.percentile_spread((0.3, 0.3), (1.0, 1.0))
 
@@ -342,3 +356,19 @@ def test_bootstrap_and_seeds():
     miss = [abs(sum(bench.arrival_gaps(3.0, 20, seed=s)) * 3.0 / 20 - 1) for s in range(20)]
     assert miss[seed] == min(miss)
     assert serving.request_lengths(5, 7) == serving.request_lengths(5, 7)
+
+
+def test_every_glued_name_is_read_once(run, sweep, loops):
+    """The notebook's glued parts name no number twice; the prose reads every name it needs, and every name
+    glued is read by the prose."""
+    from pathlib import Path
+
+    from tests.prose import check_glued_once, glue_names
+
+    notebook = Path(__file__).resolve().parents[1] / "notebooks" / "06_metrics.ipynb"
+    kv = serving.kv_capacity()
+    parts = [run.numbers(), kv.numbers(), sweep.numbers(), loops.numbers(), serving.claim_check(kv).numbers(),
+             serving.exercise_numbers(kv)]
+    check_glued_once(parts, notebook)
+    unread = {name for part in parts for name in part} - glue_names(notebook)
+    assert not unread, sorted(unread)

@@ -119,6 +119,7 @@ def test_the_table_holds_datasheets_only():
     # What one H200 measured lives in its reference run (references/), not in the table.
     assert all(not hw.measured for hw in hardware.ACCELERATORS.values())
     assert hardware.ACCELERATORS["H100 SXM"].memory == 81_559 * 2**20  # as nvidia-smi reports it
+    assert hardware.ACCELERATORS["H200 SXM"].memory == 143_771 * 2**20  # nvidia-smi on an H200, not the 141 GB sold
     assert hardware.table_row("NVIDIA H200").name == "H200 SXM"
     assert hardware.table_row("NVIDIA H100 80GB HBM3").name == "H100 SXM"
     assert hardware.table_row("NVIDIA A100-SXM4-80GB").name == "A100 SXM 80GB"

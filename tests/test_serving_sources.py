@@ -149,14 +149,17 @@ def test_ttft_cdf():
     labels = [line.get_label() for line in ax.get_lines()]
     ttfts = [r.times.ttft * 1e3 for r in records if r.ok]
     for q in (50, 90, 99):
-        assert f"p{q} = {metrics.percentile(ttfts, q):,.0f} ms" in labels
+        assert f"p{q} = {metrics.percentile(ttfts, q):,.0f} ms (interpolated)" in labels  # the method, said
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == labels
     assert "TTFT of 20 requests" in labels
     step = ax.get_lines()[0]
     assert step.get_ydata()[-1] == pytest.approx(1.0) and step.get_ydata()[0] == 0
     ax2 = plt.subplots()[1]
     assert figures.ttft_cdf(records, percentiles=(99,), ax=ax2, method="nearest_rank") is ax2.figure
     nearest = metrics.percentile(ttfts, 99, "nearest_rank")
-    assert f"p99 = {nearest:,.0f} ms" in [line.get_label() for line in ax2.get_lines()]
+    assert f"p99 = {nearest:,.0f} ms (nearest rank)" in [line.get_label() for line in ax2.get_lines()]
+    with pytest.raises(ValueError, match="Unknown percentile method"):
+        figures.ttft_cdf(records, method="midpoint")
 
 
 def test_ttft_cdf_needs_a_success():

@@ -7,7 +7,7 @@ import dataclasses
 import matplotlib.ticker as ticker
 
 from .. import hardware
-from . import FIT, MEASURED, PREDICTED, REFERENCE_COLORS, figure, log2_axis, reference_series
+from . import MEASURED, PREDICTED, REFERENCE_COLORS, figure, log2_axis, reference_series
 from . import roofline as draw_roofline
 
 
@@ -74,14 +74,18 @@ def roofline(roofs, sweep, others=None):
     (a BatchSweep) at their intensity and achieved FLOP rate, and the Llama-3-8B step's intensity at batch 1;
     and each committed reference's probed roof and measured steps (`others`, a reference.compare.Comparison)."""
     fig, ax = figure(width=8, height=5)
-    here_label = f"this machine, probed, {roofs.dtype}"
-    draw_roofline(ax, [*hardware.ACCELERATORS.values(), dataclasses.replace(roofs.here, name=here_label)],
-                  highlight={roofs.h100.name: PREDICTED, roofs.h200.name: "tab:green", here_label: "k"})
+    here_label = f"this machine, probed, {roofs.dtype} (measured)"
+    h100_label = f"{roofs.h100.name}, datasheet (predicted)"
+    table = [dataclasses.replace(hw, name=h100_label) if name == roofs.h100.name else hw
+             for name, hw in hardware.ACCELERATORS.items()]
+    draw_roofline(ax, [*table, dataclasses.replace(roofs.here, name=here_label)],
+                  highlight={h100_label: PREDICTED, roofs.h200.name: "tab:green", here_label: MEASURED})
     achieved = [f / t for f, t in zip(sweep.nflops, sweep.step_s)]
     ax.plot(sweep.intensity, achieved, "o", color=MEASURED, ms=7, zorder=5, label="SmolLM2 decode step, measured")
     _label_batches(ax, sweep.batches, sweep.intensity, achieved, offset=(4, -11))
     _reference_roofs(ax, others)
-    ax.axvline(roofs.intensity_exact, color=FIT, ls=":", label="Llama-3-8B decode, batch 1")
+    # at the source notes' 2·N intensity, as the table and the caption quote it
+    ax.axvline(roofs.intensity_2n, color=PREDICTED, ls=":", label="Llama-3-8B decode, batch 1 (2·N, predicted)")
     ax.set_title("Roofline: table accelerators, this machine, and the measured decode step")
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     return fig
@@ -114,7 +118,7 @@ def context_sweep(sweep, others=None):
     reference's measured growth."""
     fig, ax = figure()
     c = sweep.contexts
-    ax.plot(c, [x / c[0] for x in c], ":", color=FIT, label="context length (relative)")
+    ax.plot(c, [x / c[0] for x in c], ":", color="k", label="context length (relative)")
     ax.plot(c, sweep.predicted_growth, "-", color=PREDICTED, label="bytes moved (predicted TPOT growth)")
     ax.plot(c, sweep.measured_growth, "o-", color=MEASURED, label="measured TPOT (median)")
     ax.set_xscale("log", base=2)

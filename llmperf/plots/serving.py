@@ -11,6 +11,7 @@ from ..chapters.serving import MLPERF_LIMITS
 
 MS = 1e3  # seconds to milliseconds
 LABELLED_GAPS = 8  # a timeline labels each gap when it has at most this many
+METHOD_WORDS = {"linear": "interpolated", "nearest_rank": "nearest rank"}  # a percentile method, as a legend says it
 
 
 def _axes(ax):
@@ -63,19 +64,20 @@ def request_timeline(record, ax=None):
 
 def ttft_cdf(records, percentiles=(50, 90, 99), ax=None, method: str = "linear"):
     """The empirical CDF (a step) of the successful records' TTFT in ms, and a dashed vertical at each of
-    `percentiles`, labelled with its value, computed by `metrics.percentile` with `method` (the chapter's:
-    "linear" unless it says otherwise). Draws on `ax` when given; returns the figure."""
+    `percentiles`, labelled with its value and its method, computed by `metrics.percentile` with `method`
+    (the chapter's: "linear" unless it says otherwise). Draws on `ax` when given; returns the figure."""
     ttfts = sorted(r.times.ttft * MS for r in records if r.ok)
     if not ttfts:
         raise ValueError("No successful request to draw a TTFT distribution of: every record failed or was "
                          "empty (RequestRecord.ok is False for all of them).")
+    words = METHOD_WORDS.get(method, method)  # an unknown method: metrics.percentile says so below
     fig, ax = _axes(ax)
     n = len(ttfts)
     ax.step([ttfts[0], *ttfts], [0, *(np.arange(1, n + 1) / n)], where="post", color=MEASURED,
             label=f"TTFT of {n} requests")
     for q, color in zip(percentiles, PALETTE[2:] + PALETTE[:1]):
         value = metrics.percentile(ttfts, q, method)
-        ax.axvline(value, color=color, ls="--", lw=1, label=f"p{q:g} = {value:,.0f} ms")
+        ax.axvline(value, color=color, ls="--", lw=1, label=f"p{q:g} = {value:,.0f} ms ({words})")
     ax.set_ylim(0, 1.05)
     ax.set_xlabel("TTFT (ms)")
     ax.set_ylabel("share of requests with TTFT ≤ x")

@@ -17,7 +17,9 @@ What is where:
   (`measure_half_precision` -> `HalfPrecision`); the last cell's line (`closing_line`);
 - `published`: published launch-overhead measurements (SGLang, gpt-fast, NVIDIA's CUDA Graphs post),
   cited constants, and the words they support about the source notes' figures (`published_launches`);
-- `claims`: the sentences, pure functions of numbers.
+- `claims`: the verdicts, pure functions of numbers;
+- `labels`: the device's labels (what a profile timed, what the time outside the ops was) and the lines
+  that say why an experiment had nothing to measure on this device.
 
 Each record's `numbers()` is what the chapter's prose glues, `table()` what it
 shows, and `check()` what its last cell asserts. The notebook runs them in this
@@ -25,9 +27,12 @@ order, each taking the records it needs from the ones before.
 """
 
 from .claims import (  # noqa: F401
-    batch_ops, clock_text, clock_word, fixed_costs, fused_ops, graph_result, half_precision, half_precision_choice,
-    head_time_share, kernels_text, launch_overlap, launch_vs_bytes, no_half_precision, no_half_precision_choice,
-    no_numpy_step, numpy_step_account, outside_label, outside_text, replayed_floor, roofline_multiple, table_note)
+    batch_ops, fixed_costs, fused_ops, graph_result, half_precision, half_precision_choice, head_time_share,
+    launch_overlap, launch_vs_bytes, no_half_precision_choice, numpy_step_account, replayed_floor,
+    roofline_multiple)
+from .labels import (  # noqa: F401
+    clock_text, clock_word, kernels_text, no_half_precision, no_numpy_step, outside_label, outside_text,
+    table_note)
 from .predicted import (  # noqa: F401
     H100, SEED_LAUNCH_US, HeadCost, Prediction, StepBytes, VocabCosts, exercise_numbers, predict,
     step_bytes, vocab_costs)

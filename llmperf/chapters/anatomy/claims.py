@@ -23,12 +23,14 @@ def fixed_costs(overhead: float, gap: float, bandwidth_time: float, gpu: bool = 
             return (f"{said}: more than the whole gap. Launches are asynchronous: the GPU runs one kernel while "
                     "the processor prepares the next, so the two overlap instead of adding up")
         return (f"{said}: more than the whole gap, so the tiny op overstates what the step's ops cost on "
-                "average: many of them are views and reshapes, which allocate and compute nothing")
+                "average: many of them are views and reshapes, which move no data")
     if share >= 0.8:
+        pct = round(100 * share)  # the words must agree with the number printed
+        most = f"about all of it ({pct} %)" if pct >= 100 else f"nearly all of it ({pct} %)"
         if overhead >= bandwidth_time:
-            return (f"{said}: nearly all of it, and more than the {duration(bandwidth_time)} the bytes need. "
+            return (f"{said}: {most}, and more than the {duration(bandwidth_time)} the bytes need. "
                     "This step is bound by the number of ops it dispatches more than by the bytes they move")
-        return (f"{said}: nearly all of it, though less than the {duration(bandwidth_time)} the bytes need. The "
+        return (f"{said}: {most}, though less than the {duration(bandwidth_time)} the bytes need. The "
                 "bytes still set most of the step; the ops' fixed costs are what it adds to them")
     rest = ("the rest is time outside the ops and ops streaming their bytes below the probe's rate (the "
             "profile shows both)")
@@ -95,6 +97,11 @@ def graph_result(device_type: str, eager: float, graph: float | None, compiled: 
                  bandwidth_time: float) -> str:
     """What recording the step in a CUDA Graph (and torch.compile's reduce-overhead mode) did, or, on a
     device without CUDA, why there was nothing to measure."""
+    if device_type == "mps":
+        return ("This machine's GPU is Apple's (mps), which has no CUDA Graphs, so it replayed nothing. Its "
+                "processor still queues a kernel for every op, as it launches one on a CUDA GPU, and PyTorch "
+                "offers no graph that records them once and replays them: PyTorch's dispatch and the queueing run "
+                "every time an op is called, and only calling fewer ops lowers them")
     if device_type != "cuda" or graph is None:
         return (f"This machine has no CUDA device ({device_type}), so it replayed nothing: a CUDA Graph records "
                 "GPU kernel launches, and a processor launches none. Its fixed cost per op is "
@@ -155,13 +162,14 @@ def _beyond(extra: float, what: str, whose: str) -> str:
 
 
 def numpy_step_account(*, step: float, bandwidth_time: float, weights: float, weights_bandwidth_time: float,
-                       attention: float, attention_bandwidth_time: float, small: float, small_lines: float,
+                       attention: float, attention_bandwidth_time: float, small: float, small_stretches: float,
                        between: float) -> str:
     """The fused NumPy step's time, millisecond by millisecond, against its bytes ÷ bandwidth. `weights`: the
     products and the LM head (`weights_bandwidth_time`: their bytes ÷ the probed bandwidth); `attention`: the
     scores and weighted sums over the cached keys and values (`attention_bandwidth_time`: the cache's bytes ÷
     bandwidth); `small`: the stretches of code that read no weights and few bytes (norms, RoPE, the cache
-    write, SiLU, residual adds), `small_lines` of them per step; `between`: the Python between the stretches."""
+    write, SiLU, residual adds), timed as `small_stretches` stretches of a few NumPy calls per step (see
+    `profiling.numpy_step_times`); `between`: the Python between the stretches."""
     gap = step - bandwidth_time
     slow_weights = weights - weights_bandwidth_time  # the products' time beyond their bytes ÷ bandwidth
     slow_attention = attention - attention_bandwidth_time
@@ -180,8 +188,8 @@ def numpy_step_account(*, step: float, bandwidth_time: float, weights: float, we
             f"products and the LM head took {duration(weights)} of it ({100 * weights / step:.0f} %), streaming "
             f"their matrices at {streamed}. Attention, which reads the cached keys and values, took "
             f"{duration(attention)} against {duration(attention_bandwidth_time)} for their bytes. The code that "
-            f"reads no weights took {duration(small)}: {small_lines:.0f} timed stretches of a few NumPy calls "
-            f"each, {duration(small / small_lines)} a stretch, on vectors of a few hundred numbers whose bytes "
+            f"reads no weights took {duration(small)}: {small_stretches:.0f} timed stretches of a few NumPy calls "
+            f"each, {duration(small / small_stretches)} a stretch, on vectors of a few hundred numbers whose bytes "
             f"would need microseconds in all. Python between the stretches took {duration(between)}")
     if gap <= 0:
         return f"{text}. The step ran no slower than its bytes ÷ bandwidth: the probe underestimated this run"
@@ -190,13 +198,16 @@ def numpy_step_account(*, step: float, bandwidth_time: float, weights: float, we
             f"{_beyond(slow_attention, 'attention', 'its')}")
 
 
-def half_precision(flags: dict[str, str], rates: dict[tuple[str, str], float], nbytes: int = 512 << 20) -> str:
+def half_precision(flags: dict[str, str], rates: dict[tuple[str, str], float], bandwidth: float,
+                   nbytes: int = 512 << 20) -> str:
     """What this CPU offers for 2-byte weights (`device.cpu_half_precision`) and what the fastest one-row
     product in each dtype made of it (`hardware.measure_one_row_products`: {(dtype, kernel): bytes/s}, each
-    streaming `nbytes` of weights)."""
+    streaming `nbytes` of weights), against float32's and against `bandwidth`, the probed read bandwidth
+    (bytes/s): a product that reads its bytes about that fast is bound by memory."""
     native = [what for flag, what in flags.items() if flag != "f16c"]
     if native:
-        offers = f"This processor offers {', '.join(native[:-1]) + ' and ' + native[-1] if len(native) > 1 else native[0]}"
+        listed = ", ".join(native[:-1]) + " and " + native[-1] if len(native) > 1 else native[0]
+        offers = f"This processor offers {listed}"
     else:
         offers = ("This processor reports no native bfloat16 or float16 arithmetic"
                   + (" (only F16C's conversions to and from float32)" if "f16c" in flags else "")
@@ -207,8 +218,12 @@ def half_precision(flags: dict[str, str], rates: dict[tuple[str, str], float], n
     clauses = []
     for d in ("bfloat16", "float16"):
         rate, kernel = best[d]
-        ratio = (f32_rate / 4) / (rate / 2)  # seconds per weight in d over seconds per weight in float32
-        if ratio <= 0.6:
+        # seconds per weight in d over seconds per weight in float32, as printed (the words must agree with it)
+        ratio = round((f32_rate / 4) / (rate / 2), 2)
+        if ratio < 0.4:
+            verdict = ("half the bytes bought back more than half the time, so float32's own kernel, not memory, "
+                       "held float32 back")
+        elif ratio <= 0.6:
             verdict = "half the bytes bought about half the time"
         elif ratio < 0.9:
             verdict = "half the bytes bought back only part of the time"
@@ -218,14 +233,18 @@ def half_precision(flags: dict[str, str], rates: dict[tuple[str, str], float], n
             verdict = "half the bytes cost time"
         clauses.append(f"{d} at {rate / 1e9:.1f} GB/s ({kernel}): its products would take {ratio:.2f} times "
                        f"float32's, {verdict}")
-    text = (f"{offers}. Streaming the same {nbytes >> 20} MB of weights one row at a time, the fastest float32 product "
+    mib = f"{nbytes / 2**20:,.0f} MiB"
+    text = (f"{offers}. Streaming the same {mib} of weights one row at a time, the fastest float32 product "
             f"read {f32_rate / 1e9:.1f} GB/s ({f32_kernel}); " + "; ".join(clauses))
-    ratios = [(f32_rate / 4) / (best[d][0] / 2) for d in ("bfloat16", "float16")]
-    if max(ratios) <= 0.6:
-        return f"{text}. Here the 2-byte products are bound by memory, as the roofline says"
-    return (f"{text}. Where half the bytes do not halve the time, the kernel, not memory, sets the pace: it "
-            "does not turn 2-byte weights into arithmetic as fast as memory delivers them, and a step in that "
-            "dtype is bound by the kernel's speed, not by its bytes")
+    rate, dtype = max((best[d][0], d) for d in ("bfloat16", "float16"))
+    pct = round(100 * rate / bandwidth)  # the words must agree with the number printed
+    said = (f"The faster 2-byte dtype, {dtype}, read its {mib} in {duration(nbytes / rate)}, against "
+            f"{duration(nbytes / bandwidth)} at the probed {bandwidth / 1e9:.1f} GB/s: {pct} % of the bandwidth")
+    if pct >= 80:
+        return f"{text}. {said}, so its products are bound by memory, as the roofline says"
+    return (f"{text}. {said}, so the kernel, not memory, sets the pace. It does not turn 2-byte weights into "
+            "arithmetic as fast as memory delivers them, and a step in that dtype is bound by the kernel's speed, "
+            "not by its bytes")
 
 
 def half_precision_choice(best_ratio: float) -> str:
@@ -249,66 +268,6 @@ def no_half_precision_choice(dtype: str) -> str:
             "natively")
 
 
-def clock_text(gpu: bool) -> str:
-    """Whose time the profile's measured bars are."""
-    return "the kernels' run time on the GPU" if gpu else "each op's time on the processor"
-
-
-def clock_word(gpu: bool) -> str:
-    """What the profile times: a GPU's kernels, or a processor's calls."""
-    return "kernels" if gpu else "calls"
-
-
-def outside_label(gpu: bool) -> str:
-    """The name of the profiled step's time outside every op: on a GPU waiting for launches, on a CPU the
-    Python and module calls between ops."""
-    return "GPU idle" if gpu else "between ops"
-
-
-def outside_text(gpu: bool) -> str:
-    """What the profiled step's time outside every op was spent on."""
-    if gpu:
-        return ("the GPU had no kernel to run, while the processor dispatched and launched the next ones (and ran "
-                "the profiler)")
-    return ("Python running the model's code between the ops (module calls, attribute lookups), and the "
-            "profiler's own bookkeeping")
-
-
-def table_note(gpu: bool, norm_call: float, attention_call: float) -> str:
-    """The profile table's kernels column, and the small ops' time per call (`norm_call`, `attention_call`:
-    seconds per RMSNorm and per attention op)."""
-    if gpu:
-        return ("The kernels column counts the kernels each kind launched: views and reshapes launch none. The "
-                "small kernels of the norms, attention and the rest run for microseconds each (a norm's "
-                f"{norm_call * 1e6:.1f} µs), and between them the GPU waits for the next launch")
-    return ("The kernels column is empty: a processor launches no kernels. The norms and attention take far "
-            f"longer than their bytes: {norm_call * 1e6:.0f} µs and {attention_call * 1e6:.0f} µs a call. On a "
-            "processor each call runs several smaller ops inside (an RMSNorm squares, averages, adds, divides "
-            "and casts), and the profiler counts the call once, with everything it calls")
-
-
-def kernels_text(gpu: bool, per_layer: int, fixed: int, llama: int) -> str:
-    """The kernels a step launches (`per_layer`, `fixed` outside the layers, `llama` for Llama-3-8B's depth),
-    or on a processor what takes a launch's place."""
-    if gpu:
-        return (f"On this GPU the ops launch {per_layer} kernels per layer and {fixed} outside the layers, "
-                f"{llama:,} for Llama-3-8B: views and reshapes launch none")
-    return ("On a processor there are no kernel launches, but every op is still dispatched: PyTorch checks its "
-            "arguments, picks an implementation and allocates its result before any arithmetic")
-
-
 def launch_vs_bytes(ratio: float) -> str:
     """Launch time ÷ bytes ÷ bandwidth, as the words before "the ... ms the bytes need"."""
     return f"{times(ratio)} as long as" if ratio > 1 else f"{100 * ratio:.0f} % of"
-
-
-def no_numpy_step(dtype: str, device_type: str) -> str:
-    """Why the fused NumPy step was not timed: it runs only in float32 on a processor."""
-    return (f"This run is {dtype} on {device_type}, where the fused model runs its step through PyTorch, so there "
-            "is no NumPy step to time: the profile above already splits a PyTorch step")
-
-
-def no_half_precision(device_type: str, dtype: str) -> str:
-    """Why the processor's half-precision products were not measured: this run is on another device."""
-    return (f"This run is on {device_type}, whose 2-byte arithmetic is native and which the chapter already "
-            f"measured in {dtype}, so there is no processor to test here")

@@ -96,7 +96,7 @@ class Prediction:
             "l8_step_gb": self.llama.total / 1e9, "l8_head_gb": self.llama.kinds[LM_HEAD].bytes / 1e9,
             "l8_head_pct": 100 * self.llama.head_share, "l8_h100_ms": self.llama_h100_time * 1e3,
             "l8_max_intensity": self.llama.max_intensity, "h100_ridge": self.h100_ridge,
-            "emb_row_bytes": self.llama_embedding_row, "smol_step_mb": self.smol.total / 1e6,
+            "emb_row_bytes": self.llama_embedding_row,
             "bw_time": duration(self.bandwidth_time), "smol_max_intensity": self.smol.max_intensity,
             "here_ridge": self.ridge,
         }
@@ -223,6 +223,5 @@ def exercise_numbers(cfg, counts, batch: int = 64) -> dict[str, object]:
         "ex_batch": batch, "ex_batch_intensity": step_bytes(llama, 1, batch=batch).kinds[LM_HEAD].intensity,
         "ex_batch_cross": math.ceil(H100.ridge / head_intensity),
         "ex_ops_batch": counts.batch, "ex_ops_1layer": counts.by_depth["1"]["ops"],
-        "ex_ops_batched": counts.batched_ops,
         "ex_batch_ops_text": claims.batch_ops(counts.by_depth["1"]["ops"], counts.batched_ops, counts.batch),
     }

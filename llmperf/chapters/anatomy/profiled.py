@@ -20,7 +20,7 @@ from ...cost import KIND_LABELS, LM_HEAD, OP_KINDS, PROJECTIONS
 from ...device import dtype_name
 from ...profiling import OpTime, StepProfile, forward_fn, numpy_step_times, op_counts, op_times
 from ...timing import bench
-from . import claims
+from . import claims, labels
 from .predicted import SEED_LAUNCH_US, SEED_LINES, Prediction
 
 WEIGHT_KINDS = (PROJECTIONS, LM_HEAD)  # the kinds that read weight matrices
@@ -90,21 +90,23 @@ class Profile(StepSplit):
 
     @property
     def outside_label(self) -> str:
-        return claims.outside_label(self.gpu)
+        return labels.outside_label(self.gpu)
 
     def numbers(self) -> dict[str, object]:
         k = self.kinds
         per_call = {kind: k[kind].seconds / k[kind].ops for kind in ("norms", "attention")}
+        per_call_bytes = {kind: self.kind_bytes[kind] / k[kind].ops / self.bandwidth for kind in per_call}
         head_bytes = self.kind_bytes[LM_HEAD] / sum(self.kind_bytes.values())
         return {
-            "n_ops": self.ops, "n_kernels": self.kernels, "proj_gbps": self.rate(PROJECTIONS) / 1e9,
+            "n_ops": self.ops, "proj_gbps": self.rate(PROJECTIONS) / 1e9,
             "head_gbps": self.rate(LM_HEAD) / 1e9, "weights_share_pct": 100 * self.seconds_of(WEIGHT_KINDS) / self.step,
             "other_ops": k["other"].ops, "other_ms": k["other"].seconds * 1e3, "outside_ms": self.outside * 1e3,
             "outside_label": self.outside_label, "profiled_ms": self.step * 1e3,
             "unprofiled_ms": self.unprofiled * 1e3,
-            "table_note": claims.table_note(self.gpu, per_call["norms"], per_call["attention"]),
-            "clock_text": claims.clock_text(self.gpu), "clock_word": claims.clock_word(self.gpu),
-            "outside_text": claims.outside_text(self.gpu),
+            "table_note": labels.table_note(self.gpu, per_call["norms"], per_call["attention"],
+                                            per_call_bytes["norms"], per_call_bytes["attention"]),
+            "clock_text": labels.clock_text(self.gpu), "clock_word": labels.clock_word(self.gpu),
+            "outside_text": labels.outside_text(self.gpu),
             "head_text": claims.head_time_share(k[LM_HEAD].seconds / self.in_ops, head_bytes, self.rate(LM_HEAD),
                                                 self.rate(PROJECTIONS)),
         }
@@ -152,13 +154,13 @@ class NumpyAccount(StepSplit):
         if self.skipped:
             return {"account_text": self.skipped, "stretches_per_layer": 0}
         small = [k for k in OP_KINDS if k not in WEIGHT_KINDS + ("attention",)]
-        lines = sum(self.kinds[k].ops for k in small)
-        return {"stretches_per_layer": lines / self.n_layers, "account_text": claims.numpy_step_account(
+        stretches = sum(self.kinds[k].ops for k in small)
+        return {"stretches_per_layer": stretches / self.n_layers, "account_text": claims.numpy_step_account(
             step=self.step, bandwidth_time=self.bandwidth_time, weights=self.seconds_of(WEIGHT_KINDS),
             weights_bandwidth_time=sum(self.kind_bytes[k] for k in WEIGHT_KINDS) / self.bandwidth,
             attention=self.kinds["attention"].seconds,
             attention_bandwidth_time=self.kind_bytes["attention"] / self.bandwidth,
-            small=self.seconds_of(small), small_lines=lines, between=self.outside)}
+            small=self.seconds_of(small), small_stretches=stretches, between=self.outside)}
 
     def table(self):
         """Per kind: timed stretches, time, bytes ÷ bandwidth, GB/s, % of the probe; then Python between the
@@ -191,7 +193,7 @@ def time_numpy_step(s, fused, prediction: Prediction) -> NumpyAccount:
     common = {"clock": "cpu", "device": s.device.type, "kind_bytes": _bytes(prediction), "bandwidth": prediction.bandwidth,
               "n_layers": s.model.cfg.n_layers}
     if fused.numpy_step is None:
-        return NumpyAccount(kinds={}, step=0.0, skipped=claims.no_numpy_step(dtype_name(s.dtype), s.device.type),
+        return NumpyAccount(kinds={}, step=0.0, skipped=labels.no_numpy_step(dtype_name(s.dtype), s.device.type),
                             **common)
     account = numpy_step_times(fused, context=s.sizes.decode_context, steps=3 * s.sizes.repeat)
     return NumpyAccount(kinds=_kinds(account), step=float(account.step), **common)
@@ -237,7 +239,7 @@ class OpCounts:
                 "seed_lines_l8": SEED_LINES * self.llama_layers,
                 "l8_launch_vs_bytes": claims.launch_vs_bytes(launch / self.llama_h100_time),
                 "l8_launch_overlap": claims.launch_overlap(launch, self.llama_h100_time),
-                "kernels_text": claims.kernels_text(self.gpu, self.per_layer("kernels"), self.fixed("kernels"),
+                "kernels_text": labels.kernels_text(self.gpu, self.per_layer("kernels"), self.fixed("kernels"),
                                                     self.at_depth(self.llama_layers, "kernels"))}
 
     def table(self):

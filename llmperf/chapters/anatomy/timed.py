@@ -23,7 +23,7 @@ from ...generation import sample
 from ...profiling import compiled_step, cuda_graph_step, forward_fn, op_counts
 from ...timing import bench, bench_interleaved
 from ..wording import speed_change
-from . import claims
+from . import claims, labels
 from .profiled import Profile
 
 
@@ -214,14 +214,16 @@ def time_sampling(s, fixed: FixedCost, repeat: int = 50) -> Sampling:
 @dataclass
 class HalfPrecision:
     """What this processor reports for 2-byte arithmetic (`flags`: {flag: what it does}) and the bytes/s of
-    one-row products streaming `nbytes` of weights (`rates`: {dtype: {kernel: bytes/s}}). `skipped` says why
-    nothing was measured (a run on a GPU, which the chapter already measured in its 2-byte dtype, `dtype`)."""
+    one-row products streaming `nbytes` of weights (`rates`: {dtype: {kernel: bytes/s}}), beside `bandwidth`,
+    the probed read bandwidth (bytes/s). `skipped` says why nothing was measured (a run on a GPU, which the
+    chapter already measured in its 2-byte dtype, `dtype`)."""
 
     flags: dict[str, str] = field(default_factory=dict)
     rates: dict[str, dict[str, float]] = field(default_factory=dict)
     nbytes: int = 512 << 20
     skipped: str | None = None
     dtype: str = "float32"  # the chapter's dtype on this device
+    bandwidth: float = 0.0  # the probed read bandwidth, bytes/s (0 where nothing was measured)
 
     @property
     def best_ratio(self) -> float:
@@ -231,11 +233,12 @@ class HalfPrecision:
         return min(f32 / (max(self.rates[d].values()) / 2) for d in ("bfloat16", "float16"))
 
     def numbers(self) -> dict[str, object]:
+        size = {"half_mib": self.nbytes / 2**20}  # the prose names it before the measurement, wherever it runs
         if self.skipped:
-            return {"half_text": self.skipped, "dtype_text": claims.no_half_precision_choice(self.dtype)}
+            return size | {"half_text": self.skipped, "dtype_text": claims.no_half_precision_choice(self.dtype)}
         rates = {(d, k): r for d, kernels in self.rates.items() for k, r in kernels.items()}
-        return {"half_text": claims.half_precision(self.flags, rates, self.nbytes),
-                "dtype_text": claims.half_precision_choice(self.best_ratio)}
+        return size | {"half_text": claims.half_precision(self.flags, rates, self.bandwidth, self.nbytes),
+                       "dtype_text": claims.half_precision_choice(self.best_ratio)}
 
     def features(self) -> str:
         """The half-precision features reported, in one line."""
@@ -256,17 +259,18 @@ class HalfPrecision:
                 .set_caption(self.features()))
 
 
-def measure_half_precision(s, nbytes: int = 512 << 20, repeat: int = 5) -> HalfPrecision:
+def measure_half_precision(s, bandwidth: float, nbytes: int = 512 << 20, repeat: int = 5) -> HalfPrecision:
     """On a processor: its half-precision flags (`device.cpu_half_precision`) and one-row products streaming
-    `nbytes` of weights in float32, bfloat16 and float16 with each kernel (`hardware.ONE_ROW_KERNELS`).
+    `nbytes` of weights in float32, bfloat16 and float16 with each kernel (`hardware.ONE_ROW_KERNELS`), to
+    set beside `bandwidth`, the probed read bandwidth (bytes/s: `Prediction.bandwidth`).
     On another device, nothing: the chapter's own dtype there is 2-byte and native."""
     if s.device.type != "cpu":
-        return HalfPrecision(nbytes=nbytes, skipped=claims.no_half_precision(s.device.type, dtype_name(s.dtype)),
+        return HalfPrecision(nbytes=nbytes, skipped=labels.no_half_precision(s.device.type, dtype_name(s.dtype)),
                              dtype=dtype_name(s.dtype))
     rates: dict[str, dict[str, float]] = {}
     for (d, kernel), rate in hardware.measure_one_row_products(nbytes=nbytes, repeat=repeat).items():
         rates.setdefault(d, {})[kernel] = float(rate)
-    return HalfPrecision(cpu_half_precision(), rates, nbytes)
+    return HalfPrecision(cpu_half_precision(), rates, nbytes, bandwidth=bandwidth)
 
 
 def closing_line(replay: Replay, account) -> str:

@@ -13,7 +13,8 @@ chosen from them.
 """
 
 from .batching import BatchSteps, batch_steps, predicted_batch_steps, step_parts
-from .claims import batch_gain, dominant_waste, formula_side, gap_by_device, gpu_cores, naive_gap
+from .claims import (batch_gain, crossover_window, dominant_waste, formula_side, gap_by_device, gpu_cores, naive_gap,
+                     step_slopes)
 from .experiments import (check_agreement, count_generation_flops, exercise_numbers, naive_crossovers, quoted_table,
                           time_steps, whole_generation)
 from .records import (Agreement, CrossoverCurve, Crossovers, FlopCheck, Generation, GpuShare, LoopRun, QuotedLoop,
@@ -22,8 +23,9 @@ from .waste import LoopAccount, WasteAccount, Wastes, loop_account, waste_accoun
 
 __all__ = ["Agreement", "BatchSteps", "CrossoverCurve", "Crossovers", "FlopCheck", "Generation", "GpuShare",
            "LoopAccount", "LoopRun", "QuotedLoop", "QuotedTable", "StepSweep", "WasteAccount", "Wastes",
-           "batch_gain", "batch_steps", "check_agreement", "count_generation_flops", "dominant_waste",
+           "batch_gain", "batch_steps", "check_agreement", "count_generation_flops", "crossover_window",
+           "dominant_waste",
            "exercise_numbers", "formula_side", "gap_by_device", "gpu_cores", "loop_account", "naive_crossovers",
-           "naive_gap",
+           "naive_gap", "step_slopes",
            "predicted_batch_steps", "quoted_table", "step_parts", "time_steps", "waste_account", "wastes",
            "whole_generation"]

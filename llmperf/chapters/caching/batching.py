@@ -50,8 +50,8 @@ def step_parts(cfg, position: int, batch: int = 1, cached: bool = True, bytes_pe
 class BatchSteps:
     """One step of each loop at each batch size, for sequences of `position` tokens: the roofline's time part
     by part on `device`, and, where they were timed, the measured medians (None where only predicted).
-    `naive_arithmetic_s` and `naive_stream_s` split the naive step at batch 1: its FLOPs ÷ the peak, its
-    bytes ÷ the bandwidth."""
+    `naive_arithmetic_s` and `naive_stream_s` split the naive step's weight products at batch 1: their FLOPs ÷
+    the peak, their bytes ÷ the bandwidth."""
 
     model: str
     device: str
@@ -80,7 +80,8 @@ class BatchSteps:
 
     @property
     def naive_compute_bound(self) -> bool:
-        """Whether the roofline puts the naive step at batch 1 on its arithmetic rather than its bytes."""
+        """Whether the roofline puts the naive step's weight products at batch 1 on their arithmetic rather than
+        their bytes (`naive_arithmetic_s`, `naive_stream_s`: the weights part alone)."""
         return self.naive_arithmetic_s >= self.naive_stream_s
 
     def numbers(self, prefix: str) -> dict[str, object]:
@@ -139,8 +140,7 @@ def _predict(cfg, position: int, batches, hw: hardware.Accelerator, bytes_per_pa
                        for b in batches],
         naive_pred_s=[hardware.roofline_time_in_parts(step_parts(cfg, position, b, False, bytes_per_param), hw)
                       for b in batches],
-        naive_arithmetic_s=sum(p.flops for p in naive_1.values()) / hw.flops,
-        naive_stream_s=sum(p.bytes for p in naive_1.values()) / hw.bandwidth)
+        naive_arithmetic_s=naive_1["weights"].flops / hw.flops, naive_stream_s=naive_1["weights"].bytes / hw.bandwidth)
 
 
 def predicted_batch_steps(model: str = "llama-3-8b", device: str = "H100 SXM", position: int = LLAMA_POSITION,

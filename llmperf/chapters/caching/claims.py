@@ -20,10 +20,26 @@ def naive_gap(measured: float, predicted: float) -> str:
     if abs(measured / predicted - 1) <= 0.25:
         return f"{said}, close to what was measured"
     if measured > predicted:
-        return (f"{said}. The naive loop's full passes ran further below their compute roof than the cached "
-                "loop's steps ran below their bandwidth roof, which widens the gap")
-    return (f"{said}. The cached loop's one-row steps ran further below their bandwidth roof than the naive "
-            "loop's full passes ran below their compute roof, which narrows the gap")
+        return (f"{said}. The naive loop's full passes took further beyond their roofline time than the cached "
+                "loop's steps took beyond theirs, which widens the gap")
+    return (f"{said}. The cached loop's one-row steps took further beyond their roofline time than the naive "
+            "loop's full passes took beyond theirs, which narrows the gap")
+
+
+def step_slopes(naive_us: float, cached_us: float) -> str:
+    """What one more token of sequence added to each loop's step, from the slopes fitted to their times
+    (µs per token): a noisy run can leave either slope at or below zero."""
+    if cached_us < naive_us and cached_us > 0:
+        return (f"Each extra token of sequence added {naive_us:,.1f} µs to a naive step and {cached_us:,.3f} µs to a "
+                "cached one: the cached step grows only by the cache attention reads (chapter 3), the naive step by "
+                "a whole token's trip through every weight matrix")
+    if cached_us < naive_us:
+        return (f"Each extra token of sequence added {naive_us:,.1f} µs to a naive step; the cached step's fitted "
+                f"slope, {cached_us:,.3f} µs per token, shows no growth: the cache attention reads grew too little "
+                "to show beside the step's other costs")
+    return (f"The fitted slopes, {naive_us:,.1f} µs per token of sequence for a naive step and {cached_us:,.3f} µs "
+            "for a cached one, show the naive step growing no faster: at these lengths its passes sat on a cost "
+            "that does not grow with the sequence")
 
 
 def gap_by_device(here_ratio: float, here_ridge: float, h100_ratio: float, h100_ridge: float) -> str:
@@ -49,31 +65,42 @@ def _per_token(gain: float) -> str:
 
 def batch_gain(cached_gain: float, naive_gain: float, b_max: int, naive_compute_bound: bool) -> str:
     """What a batch of `b_max` sequences did to each loop's time per token (`*_gain`: batch 1's ÷ b_max's);
-    `naive_compute_bound`: whether the roofline puts the naive step on its arithmetic at batch 1."""
+    `naive_compute_bound`: whether the roofline puts the naive step's weight products on their arithmetic at
+    batch 1. Each gain is split at 1 ± SAME (cheaper, about the same, dearer), and the two are compared."""
     said = f"With the cache, batch {b_max} {_per_token(cached_gain)}; without it, batching {_per_token(naive_gain)}"
+    if cached_gain < 1 - SAME:
+        return (f"{said}. Here even the cached step of {b_max} sequences cost more than {b_max} steps of one: at "
+                "these sizes something other than the shared weight reads set its time, and grew with the batch")
     if cached_gain <= 1 + SAME:
         return (f"{said}. Here even the cached step of {b_max} sequences cost about {b_max} steps of one: at these "
                 "sizes something other than the shared weight reads set its time")
-    if cached_gain > (1 + 2 * SAME) * naive_gain:
-        if not naive_compute_bound:
-            return (f"{said}. A naive step of {b_max} sequences runs every one of their tokens through the "
-                    "weights again, so batching shares far less of its cost")
-        if naive_gain <= 1 + SAME:
-            return (f"{said}. Each naive step is bound by its arithmetic, and its arithmetic grows with the batch: "
-                    f"a step of {b_max} sequences costs what {b_max} steps of one do")
-        return (f"{said}. Each naive step is bound by its arithmetic, which grows with the batch: only the part "
-                "of its time that does not grow was shared")
-    if naive_compute_bound:
-        return (f"{said}: about as much. The roofline calls the naive steps compute-bound here, yet they ran far "
-                "enough above that bound that costs which do not grow with the batch still set their time; the "
-                "cost model's longer sequences show where that ends")
-    return (f"{said}: about as much. At these lengths the naive steps are not yet bound by their arithmetic "
-            "on this device, so batching them pays too; the cost model's longer sequences show where that ends")
+    if naive_gain > (1 + 2 * SAME) * cached_gain:
+        return (f"{said}: more than with the cache, where the roofline expects the cache to gain more. Here a larger "
+                "part of the naive step's time did not grow with the batch")
+    if cached_gain <= (1 + 2 * SAME) * naive_gain:
+        bound = ("The roofline calls the naive steps compute-bound here, yet they ran far enough above that bound "
+                 "that costs which do not grow with the batch still set their time" if naive_compute_bound else
+                 "At these lengths the naive steps are not yet bound by their arithmetic on this device, so "
+                 "batching them pays too")
+        return f"{said}: about as much. {bound}; the cost model's longer sequences show where that ends"
+    if not naive_compute_bound:
+        return (f"{said}. A naive step of {b_max} sequences runs every one of their tokens through the "
+                "weights again, so batching shares far less of its cost")
+    if naive_gain < 1 - SAME:
+        return (f"{said}. Each naive step is bound by its arithmetic, and its arithmetic grows with the batch; "
+                f"beyond that, a naive step of {b_max} sequences cost more than {b_max} steps of one")
+    if naive_gain <= 1 + SAME:
+        return (f"{said}. Each naive step is bound by its arithmetic, and its arithmetic grows with the batch: "
+                f"a step of {b_max} sequences costs what {b_max} steps of one do")
+    return (f"{said}. Each naive step is bound by its arithmetic, which grows with the batch: only the part "
+            "of its time that does not grow was shared")
 
 
-def dominant_waste(products_s: float, attention_s: float, stream_s: float) -> str:
+def dominant_waste(products_s: float, attention_s: float, stream_s: float, excess_s: float, cached_s: float) -> str:
     """Which of the naive loop's costs sets its time, from the seconds its weight products' arithmetic, its
-    attention's arithmetic and the streaming of its weights (which the cached loop pays alike) each need."""
+    attention's arithmetic and the streaming of its weights (which the cached loop pays alike) each need; and,
+    where neither arithmetic does, how much the naive loop's roofline time exceeds the cached loop's
+    (`excess_s`, against the cached loop's `cached_s`)."""
     said = (f"its weight products need {duration(products_s)} of arithmetic, its attention "
             f"{duration(attention_s)}, and streaming its weights {duration(stream_s)}")
     if products_s >= attention_s and products_s > (1 + SAME) * stream_s:
@@ -82,15 +109,34 @@ def dominant_waste(products_s: float, attention_s: float, stream_s: float) -> st
     if attention_s > products_s and attention_s > (1 + SAME) * stream_s:
         return (f"the recomputed attention, by arithmetic: {said}. At this length attention's FLOPs have overtaken "
                 "the products'")
-    return (f"neither recomputation: {said}. The passes are short enough that streaming the weights, which the "
-            "cached loop does alike, bounds them, so the naive loop wastes little time here")
+    if excess_s <= SAME * cached_s:
+        by = (f"exceeds the cached loop's by {duration(excess_s)}" if excess_s > 0
+              else "is no longer than the cached loop's")
+        return (f"neither recomputation: {said}. The passes are short enough that streaming the weights, which the "
+                "cached loop does alike, bounds them, so the naive loop wastes little time here: its roofline time "
+                f"{by}")
+    return (f"neither recomputation alone: {said}. Summed, streaming the weights takes about as long as the "
+            f"arithmetic, yet the naive loop's roofline time exceeds the cached loop's by {duration(excess_s)}: its "
+            "longer passes are bound by their arithmetic, its shorter ones by the weights")
 
 
 def gpu_cores(device: str, same_peak: bool) -> str:
-    """How far a GPU reference's matmul share carries over to an H100: the same datasheet peak, or another."""
+    """The sentence before a GPU reference's matmul share, and how far it carries over to an H100: the same
+    datasheet peak, or another."""
     if same_peak:
-        return f"the reference run on an {device}, whose datasheet peak is the H100's"
-    return f"the reference run on an {device}, another GPU than the H100, so take its share as a guide only"
+        return (f"The reference run on an {device}, a GPU with the H100's datasheet peak, shows how far below it "
+                "they run")
+    return (f"The reference run on an {device} shows how far below peak they run; it is another GPU than the H100, "
+            "so take its share as a guide only")
+
+
+def crossover_window(crossover: int, window: int) -> str:
+    """Whether the length at which attention overtakes a model's weight products in a naive generation
+    (`crossover`, tokens) lies within its context window of `window` tokens."""
+    if crossover > window:
+        return (f"a length beyond its context window of {window:,d} tokens, so within the window the projections "
+                "dominate at every length")
+    return f"a length within its context window of {window:,d} tokens"
 
 
 def formula_side(exact: list[float], formula: list[float]) -> str:

@@ -129,7 +129,7 @@ def naive_crossovers(models: tuple[str, ...] = ("llama-3-8b", "smollm2-135m"), p
         roomy = cfg.with_(max_seq_len=4 * cross)
         ns = [int(n) for n in np.unique(np.geomspace(16, 3 * cross, points).astype(int))]
         totals = [cost.generation_cost(roomy, 1, n, cached=False) for n in ns]
-        curves.append(CrossoverCurve(cfg.name, cross, ns, [t.matmul_flops for t in totals],
+        curves.append(CrossoverCurve(cfg.name, cross, cfg.max_seq_len, ns, [t.matmul_flops for t in totals],
                                      [t.attention_flops for t in totals]))
     return Crossovers(curves)
 

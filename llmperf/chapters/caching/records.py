@@ -15,7 +15,7 @@ import pandas as pd
 from ...cost import GenerationCost
 from ...fit import Fit, linear_fit
 from ...hardware import ACCELERATORS, Accelerator
-from .claims import gap_by_device, gpu_cores, naive_gap
+from .claims import crossover_window, gap_by_device, gpu_cores, naive_gap, step_slopes
 
 T = 1e12  # tera: the 512 + 512 table's TFLOP and TB
 H100_PEAK = ACCELERATORS["H100 SXM"].flops
@@ -92,7 +92,7 @@ class StepSweep:
     def numbers(self) -> dict[str, object]:
         return {"device": self.device, "dtype_name": self.dtype,
                 "S_lo": self.positions[0], "S_hi": self.positions[-1],
-                "naive_slope_us": self.fit_naive.slope * 1e6, "cached_slope_us": self.fit_cached.slope * 1e6,
+                "slopes_text": step_slopes(self.fit_naive.slope * 1e6, self.fit_cached.slope * 1e6),
                 "step_ratio_hi": self.naive_s[-1] / self.cached_s[-1],
                 "naive_hi_ms": self.naive_s[-1] * 1e3, "cached_hi_ms": self.cached_s[-1] * 1e3}
 
@@ -250,7 +250,7 @@ class QuotedTable:
                 "l8_flop_ratio": self.naive.exact.flops / self.cached.exact.flops,
                 "h100_naive_s": self.naive.h100_s, "h100_cached_s": self.cached.h100_s, "h100_ratio": self.h100_ratio,
                 "device_gap_text": gap_by_device(self.here_ratio, self.here_ridge, self.h100_ratio, self.h100_ridge),
-                "gpu_probe_label": self.gpu.label, "gpu_eff_pct": 100 * self.gpu.efficiency,
+                "gpu_eff_pct": 100 * self.gpu.efficiency,
                 "h100_real_ratio": self.gpu.h100_ratio, "h100_ridge": self.h100_ridge,
                 "h100_peak_tflops": H100_PEAK / T,
                 "gpu_cores_text": gpu_cores(self.gpu.device, self.gpu.same_peak)}
@@ -272,6 +272,7 @@ class CrossoverCurve:
 
     model: str
     crossover: int  # cost.naive_attention_crossover
+    window: int  # the model's context window (tokens), which the curve's lengths may pass
     new_tokens: list[int]
     matmul_flops: list[int]
     attention_flops: list[int]
@@ -287,4 +288,8 @@ class Crossovers:
     curves: list[CrossoverCurve]
 
     def numbers(self) -> dict[str, object]:
-        return {CROSSOVER_NAMES.get(c.model, f"{c.model}_naive_cross"): c.crossover for c in self.curves}
+        out = {}
+        for c in self.curves:
+            name = CROSSOVER_NAMES.get(c.model, f"{c.model}_naive_cross")
+            out[name], out[f"{name}_text"] = c.crossover, crossover_window(c.crossover, c.window)
+        return out

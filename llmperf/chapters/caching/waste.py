@@ -50,8 +50,8 @@ class WasteAccount:
     @property
     def text(self) -> str:
         """Which of the naive loop's costs sets its time (`claims.dominant_waste`)."""
-        n = self.naive
-        return dominant_waste(n.products_s, n.attention_s, n.weights_s)
+        n, c = self.naive, self.cached
+        return dominant_waste(n.products_s, n.attention_s, n.weights_s, n.roofline_s - c.roofline_s, c.roofline_s)
 
 
 def waste_account(model, prompt: int, new_tokens: int, hw: hardware.Accelerator, bytes_per_param: int = 2,

@@ -135,7 +135,7 @@ class LatencyLine:
 
     def numbers(self) -> dict:
         return {"fit_slope_ms": self.slope * 1e3, "fit_r2": self.r2, "slope_vs_step": self.slope_vs_step,
-                "block": self.block, "N_max": self.Ns[-1], "slope_tol_pct": 100 * self.slope_tolerance,
+                "block": self.block, "slope_tol_pct": 100 * self.slope_tolerance,
                 "slope_text": slope_text(self.slope_vs_step, self.context_growth, self.extra_positions)}
 
     def check(self) -> None:

@@ -118,10 +118,14 @@ def halved_bytes(t_float32: float, t_bfloat16: float, float32_share_of_bandwidth
     if float32_share_of_bandwidth >= 0.6:  # the float32 step was bound by the bytes
         if 1.6 <= speedup <= 2.4:
             return f"{ran}, as the bytes predict: the float32 step drew {share} of the probed bandwidth"
+        if speedup > 2.4:
+            return (f"{ran}, more than halving the bytes predicts, though the float32 step drew {share} of the "
+                    "probed bandwidth: the bfloat16 kernels streamed their half of the bytes faster than the "
+                    "float32 kernels streamed theirs, so the float32 step was not wholly bound by its bytes")
         return (f"{ran}, though the float32 step drew {share} of the probed bandwidth: the bfloat16 kernels did "
                 "not stream their half of the bytes at the same rate")
     if speedup < 1 - SAME:
         return (f"{ran}. The float32 step drew only {share} of the probed bandwidth, so the bytes did not set its "
                 "time, and this processor's bfloat16 kernels cost more than the halved bytes save")
     return (f"{ran}. The float32 step drew only {share} of the probed bandwidth, so the bytes did not set its "
-            "time: what changed is the work each kernel does per byte, not the number of bytes")
+            "time: the bytes halved, but the time followed the kernels' work, not the bytes")

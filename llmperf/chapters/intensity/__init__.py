@@ -18,18 +18,20 @@ asserts; the figures are in `llmperf.plots.intensity`.
 """
 
 from .batching import BatchCounts, BatchSweep, Gap, batch_counts, batch_sweep, gap_to_roof, kv_equals_weights_at
-from .claims import (against_roof, attention_bound, batch_trade, bytes_growth, context_mismatch, fused_result,
-                     low_precision_ridge, per_user_speed, probe_gap, small_batch_kernel, weights_bound)
+from .claims import (against_roof, attention_bound, batch_fixed_cost, batch_trade, bytes_growth, context_mismatch,
+                     fused_result, gptfast_beside, launches_vs_bytes, low_precision_ridge, per_user_speed, probe_gap, small_batch_kernel,
+                     tuned_code, weights_bound)
 from .context import ContextSweep, KvGrowth, context_sweep, kv_growth
-from .counts import (LatencyThroughput, LlamaCounts, OpGroup, exercise_numbers, latency_throughput, llama_counts,
-                     middle_batch)
+from .counts import (LatencyThroughput, LlamaCounts, OpGroup, exercise_numbers, gptfast_pct, latency_throughput,
+                     llama_counts, middle_batch)
 from .roofs import Roofs, roofline, setup_numbers
 
 __all__ = [
     "BatchCounts", "BatchSweep", "Gap", "batch_counts", "batch_sweep", "gap_to_roof", "kv_equals_weights_at",
-    "against_roof", "attention_bound", "batch_trade", "bytes_growth", "context_mismatch", "fused_result",
-    "low_precision_ridge", "per_user_speed", "probe_gap", "small_batch_kernel", "weights_bound",
+    "against_roof", "attention_bound", "batch_fixed_cost", "batch_trade", "bytes_growth", "context_mismatch",
+    "fused_result", "gptfast_beside", "launches_vs_bytes", "low_precision_ridge", "per_user_speed", "probe_gap", "small_batch_kernel",
+    "tuned_code", "weights_bound",
     "ContextSweep", "KvGrowth", "context_sweep", "kv_growth",
-    "LatencyThroughput", "LlamaCounts", "OpGroup", "exercise_numbers", "latency_throughput", "llama_counts",
-    "middle_batch", "Roofs", "roofline", "setup_numbers",
+    "LatencyThroughput", "LlamaCounts", "OpGroup", "exercise_numbers", "gptfast_pct", "latency_throughput",
+    "llama_counts", "middle_batch", "Roofs", "roofline", "setup_numbers",
 ]

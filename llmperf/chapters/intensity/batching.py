@@ -20,7 +20,7 @@ from ...profiling import forward_fn, op_counts
 from ...timing import bench_interleaved
 from .. import wording
 from . import claims
-from .counts import middle_batch
+from .counts import gptfast_pct, middle_batch
 
 
 def kv_equals_weights_at(cfg, context: int, bytes_per_param: int) -> float:
@@ -125,16 +125,20 @@ class BatchSweep:
         bw1 = self.nbytes[0] / step[0]  # bytes per second at batch 1
         return {
             "B_max": b_max, "B_mid": self.batches[i], "step1_ms": step[0] * 1e3, "stepmax_ms": step[-1] * 1e3,
-            "step_growth": growth, "tps1": tps[0], "tps_mid": tps[i], "tpsmax": tps[-1],
-            "tps_gain_mid": tps[i] / tps[0], "tps_gainmax": tps[-1] / tps[0], "bytes_growth": bytes_growth,
+            "tps1": tps[0], "tps_mid": tps[i], "tpsmax": tps[-1],
+            "tps_gain_mid": tps[i] / tps[0], "tps_gainmax": tps[-1] / tps[0],
             "tbwmax_ms": self.bandwidth_s[-1] * 1e3, "troofmax_ms": roof[-1] * 1e3,
             "gap1": step[0] / roof[0], "gapmax": step[-1] / roof[-1],
             "per_user_text": claims.per_user_speed(growth, b_max), "trade_text": claims.batch_trade(growth),
+            "per_user_mid_text": claims.per_user_speed(step[i] / step[0], self.batches[i]),
+            "fixed_cost_text": claims.batch_fixed_cost(step[0] / roof[0], step[-1] / roof[-1]),
             "probe_gap_text": claims.probe_gap(100 * bw1 / self.bandwidth, bw1 / 1e9, self.bandwidth / 1e9),
             "bytes_text": claims.bytes_growth(bytes_growth, b_max, self.kv_equals_weights_at),
             "roof_text": claims.against_roof(min(t / r for t, r in zip(step, roof))),
             "gap_trend": wording.trend(step[0] / roof[0], step[-1] / roof[-1], "at batch 1", f"at batch {b_max}"),
-            "small_batch_text": claims.small_batch_kernel(self.device_type, step[1] / step[0]),
+            "small_batch_text": claims.small_batch_kernel(
+                self.device_type, self.batches[1], step[1] / step[0], roof[1] / roof[0],
+                (self.nbytes[0] / step[0] / 1e9, self.nbytes[1] / step[1] / 1e9), self.bandwidth / 1e9),
         }
 
     def table(self):
@@ -172,18 +176,24 @@ def batch_sweep(s, here: Accelerator, rounds: int | None = None) -> BatchSweep:
         kv_equals_weights_at=kv_equals_weights_at(cfg, ctx + 1, bpp))
 
 
+# NVIDIA's CUDA Graphs post (gray2019cudagraphs): a kernel that runs 2.9 µs took 9.6 µs per launch with a sync
+# after each, so a launch and its sync cost the difference
+CUDA_GRAPHS_POST = (2.9e-6, 9.6e-6)
+
+
 @dataclass
 class Gap:
-    """The plain model against `fast.fuse(model)` at batch 1 (median step times, the same bytes and FLOPs), the ops
-    one plain step dispatches (`profiling.op_counts`), SmolLM2's 2-byte step on an H100, and Kipply's published
-    measured ÷ predicted time."""
+    """The plain model against `fast.fuse(model)` at batch 1 on a device of `device_type` (median step times, the
+    same bytes and FLOPs), the ops one plain step dispatches (`profiling.op_counts`), SmolLM2's 2-byte weights
+    streamed on an H100 against NVIDIA's measured launch cost, and Kipply's published measured ÷ predicted time."""
 
+    device_type: str
     plain_s: float
     fused_s: float
     step_bytes: int  # the step's bytes in the chapter's dtype
     bandwidth: float  # this machine's probed read bandwidth (bytes/s)
     n_ops: int
-    step_bytes_2_bytes: int  # SmolLM2's step with 2-byte weights
+    weight_bytes_2_bytes: int  # SmolLM2's weights (the step reads them once) in a 2-byte format
     h100_bandwidth: float
     kipply_ratio: float
 
@@ -191,11 +201,18 @@ class Gap:
         return 100 * self.step_bytes / seconds / self.bandwidth
 
     def numbers(self) -> dict[str, object]:
+        plain_pct, fused_pct, gf_pct = (self.pct_of_bandwidth(self.plain_s), self.pct_of_bandwidth(self.fused_s),
+                                        gptfast_pct())
+        kernel_s, synced_s = CUDA_GRAPHS_POST
+        stream_s = self.weight_bytes_2_bytes / self.h100_bandwidth
         return {
-            "fused_text": claims.fused_result(self.plain_s, self.fused_s, self.pct_of_bandwidth(self.plain_s),
-                                              self.pct_of_bandwidth(self.fused_s)),
-            "n_ops": self.n_ops, "smol_bf16_mb": self.step_bytes_2_bytes / 1e6,
-            "smol_h100_us": self.step_bytes_2_bytes / self.h100_bandwidth * 1e6, "kipply_ratio": self.kipply_ratio,
+            "fused_text": claims.fused_result(self.plain_s, self.fused_s, plain_pct, fused_pct),
+            "tuned_text": claims.tuned_code(plain_pct, fused_pct, gf_pct),
+            "gptfast_text": claims.gptfast_beside(gf_pct, plain_pct, self.device_type),
+            "n_ops": self.n_ops, "smol_bf16_mb": self.weight_bytes_2_bytes / 1e6, "smol_h100_us": stream_s * 1e6,
+            "gray_kernel_us": kernel_s * 1e6, "gray_synced_us": synced_s * 1e6,
+            "smol_h100_launches": stream_s / (synced_s - kernel_s), "kipply_ratio": self.kipply_ratio,
+            "launch_text": claims.launches_vs_bytes(self.n_ops, stream_s / (synced_s - kernel_s)),
         }
 
     def table(self):
@@ -218,9 +235,9 @@ def gap_to_roof(s, here: Accelerator, rounds: int | None = None) -> Gap:
                              rounds=rounds or 2 * s.sizes.repeat, settle=3, device=s.device)
     del fast_model
     kipply = hardware.PUBLISHED["kipply"]  # a 13B model on one A100 at batch 1: predicted, then measured
-    return Gap(plain_s=pair["plain"].median, fused_s=pair["fused"].median,
+    return Gap(device_type=s.device.type, plain_s=pair["plain"].median, fused_s=pair["fused"].median,
                step_bytes=cost.decode_bytes(cfg, ctx + 1, 1, bpp).total, bandwidth=here.bandwidth,
                n_ops=sum(op_counts(s.model, context=ctx)["ops"].values()),
-               step_bytes_2_bytes=cost.decode_bytes(cfg, ctx + 1, 1, 2).total,
+               weight_bytes_2_bytes=cost.decode_bytes(cfg, ctx + 1, 1, 2).weights,
                h100_bandwidth=hardware.ACCELERATORS["H100 SXM"].bandwidth,
                kipply_ratio=kipply.ms_per_token / kipply.predicted_ms)

@@ -6,18 +6,21 @@ clause they support, with the numbers in it (see `wording`). Pure Python: no tor
 
 from __future__ import annotations
 
+import math
+
 from ..wording import SAME, times, speed_change
 
 
 def per_user_speed(step_growth: float, b_max: int) -> str:
-    """What batching did to each user's speed, from step time at b_max ÷ at batch 1."""
+    """What batching did to each user's speed, from the step time at batch `b_max` ÷ at batch 1 (any batch of the
+    sweep may stand as `b_max`: the chapter asks it of the largest and of the middle one)."""
     if step_growth < 1 - SAME:
         return (f"rose: the step at batch {b_max} took only {times(step_growth)} as long as the step at batch 1, "
                 "so even each user's tokens came faster")
     if step_growth <= 1 + SAME:
         return (f"stayed about the same: the step at batch {b_max} took {times(step_growth)} as long as "
                 "at batch 1")
-    return (f"fell: each user now waits {times(step_growth)} as long for every token, "
+    return (f"fell: at batch {b_max} each user waits {times(step_growth)} as long for every token as at batch 1, "
             f"{100 * (1 - 1 / step_growth):.0f} % fewer tokens per second each")
 
 
@@ -41,8 +44,9 @@ def bytes_growth(growth: float, b_max: int, kv_equals_weights_at: float) -> str:
         shape = f"rises by {100 * (growth - 1):.0f} %"
     else:
         shape = f"rises {growth:.1f}-fold"
-    where = (f"within this sweep, from batch {kv_equals_weights_at:,.0f} on"
-             if kv_equals_weights_at <= b_max else f"only at batch {kv_equals_weights_at:,.0f}, beyond this sweep")
+    first = math.ceil(kv_equals_weights_at)  # the first whole batch whose cache outweighs the weights
+    where = (f"within this sweep, from batch {first:,d} on"
+             if first <= b_max else f"only from batch {first:,d}, beyond this sweep")
     return (f"{shape}: from batch 1 to batch {b_max} the bytes grow {growth:.2f}-fold, all of it KV cache. "
             f"At this context SmolLM2's cache outweighs its weights {where}")
 
@@ -67,8 +71,11 @@ def attention_bound(intensity: float, ridge: float) -> str:
             f"device's ridge of {ridge:.2f}: here even attention is bound by arithmetic")
 
 
-def small_batch_kernel(device_type: str, b2_over_b1: float) -> str:
-    """What going from one row to two did to the step (the one-row kernel against the matrix kernel)."""
+def small_batch_kernel(device_type: str, batch: int, step_growth: float, roof_growth: float, gbs: tuple[float, float],
+                       probe_gbs: float) -> str:
+    """What going from one row to `batch` rows (the sweep's second batch) did to the whole step: its time at
+    `batch` ÷ at batch 1 (`step_growth`) against the roofline's ratio (`roof_growth`: the larger batch adds a KV
+    cache and its FLOPs), with the GB/s each step reached (`gbs`) beside the probe's `probe_gbs`."""
     if device_type == "cpu":
         lead = ("On a CPU, PyTorch gives a product of a single row by a matrix to a matrix–vector kernel, "
                 "and a product of a few rows to a general matrix-product kernel. The two stream the weights at "
@@ -76,12 +83,16 @@ def small_batch_kernel(device_type: str, b2_over_b1: float) -> str:
     else:
         lead = ("On a GPU the maths library chooses a kernel by the product's shape, so one row and a few rows "
                 "need not run the same kernel; what either costs depends on how fast it streams the weights")
-    said = f"{lead}. Here batch 2 took {times(b2_over_b1)} as long as batch 1"
-    if b2_over_b1 > 1 + 3 * SAME:
-        return f"{said}: the two-row kernel streams the weights more slowly"
-    if b2_over_b1 < 1 - SAME:
-        return f"{said}: the one-row kernel is the slower of the two"
-    return f"{said}: one more row is nearly free"
+    said = (f"{lead}. Here batch 1 moved {gbs[0]:,.1f} GB/s and batch {batch} {gbs[1]:,.1f} GB/s, against the "
+            f"probe's {probe_gbs:,.1f} GB/s: the step at batch {batch} took {times(step_growth)} as long as at "
+            f"batch 1, where the roofline expects {times(roof_growth)}")
+    ratio = step_growth / roof_growth
+    if ratio > 1 + 3 * SAME:
+        return f"{said}. The {batch}-row kernel streams the weights more slowly"
+    if ratio < 1 - SAME:
+        return f"{said}. The one-row kernel is the slower of the two"
+    rows = "The extra row costs about what its" if batch == 2 else f"The {batch - 1} extra rows cost about what their"
+    return f"{said}. {rows} bytes and FLOPs predict"
 
 
 def fused_result(plain_time: float, fused_time: float, plain_pct: float, fused_pct: float) -> str:
@@ -111,13 +122,59 @@ def against_roof(closest: float) -> str:
             "within the probe's own error (the probe is one best run, and bandwidth drifts from run to run)")
 
 
+def batch_fixed_cost(gap1: float, gapmax: float) -> str:
+    """What the measured ÷ roofline time at batch 1 (`gap1`) and at the largest batch (`gapmax`) say about costs
+    that neither the bytes nor the FLOPs account for."""
+    if gap1 <= 1 + 2 * SAME:
+        return (f"At batch 1 the step took {gap1:.2f} times its roofline time, within 10 % of it: there no cost "
+                "beyond the bytes and the FLOPs shows")
+    if gapmax < (1 - SAME) * gap1:
+        return ("Part of each step's time is a cost that depends on neither the bytes nor the FLOPs, and a larger "
+                "batch shares it among more sequences")
+    return ("Part of each step's time is a cost that the bytes and the FLOPs leave out, and here a larger batch "
+            "did not share it away")
+
+
+def launches_vs_bytes(n_ops: int, launches: float) -> str:
+    """The step's `n_ops` ops, each a kernel launch on a GPU, against the `launches` whose cost equals the time an
+    H100 takes to stream the weights."""
+    if n_ops > launches:
+        return (f"fewer than the step's {n_ops:,d} ops: for a model as small as SmolLM2 the launches cost more time "
+                "than the bytes")
+    return f"no fewer than the step's {n_ops:,d} ops: here the bytes cost at least as much time as the launches"
+
+
+def tuned_code(plain_pct: float, fused_pct: float, gf_pct: float) -> str:
+    """This machine's better batch-1 step (plain or fused, % of the probed bandwidth) against gpt-fast's tuned GPU
+    loop (`gf_pct`: % of an A100's datasheet bandwidth)."""
+    best = max(plain_pct, fused_pct)
+    gf = f"gpt-fast's tuned GPU loop reached {gf_pct:.0f} % of an A100's datasheet bandwidth"
+    if gf_pct > (1 + SAME) * best:
+        return f"Tuned GPU code gets closer: {gf}, against {best:.0f} % here"
+    if gf_pct >= (1 - SAME) * best:
+        return f"Tuned GPU code gets about as close: {gf}, against {best:.0f} % here"
+    return f"Here the better step, at {best:.0f} %, got closer to its roof than tuned GPU code did: {gf}"
+
+
+def gptfast_beside(gf_pct: float, plain_pct: float, device: str) -> str:
+    """The gpt-fast exercise's closing clause: its fraction of the A100's ceiling against the plain model's fraction
+    of the probed bandwidth on this machine's `device` (its type: "cpu", "cuda", "mps")."""
+    where = {"cpu": "this machine's CPU", "cuda": "this machine's GPU", "mps": "this Mac's GPU"}.get(device, device)
+    said = f"the plain model reached {plain_pct:.0f} % of the probed bandwidth on {where}"
+    if gf_pct > (1 + SAME) * plain_pct:
+        return f"a tuned GPU loop gets closer to its roof than the plain model does: {said}"
+    if gf_pct >= (1 - SAME) * plain_pct:
+        return f"a tuned GPU loop gets about as close to its roof as the plain model does here: {said}"
+    return f"the plain model got closer to its own roof than this tuned GPU loop did: {said}"
+
+
 def probe_gap(pct: float, gbs: float, probe_gbs: float) -> str:
     """How fast the batch-1 step read its bytes (`gbs`, GB/s; `pct` of the probe's `probe_gbs`) against the
     probe's sum, and what the section then looks at."""
     rates = f"at batch 1 it moved {gbs:,.1f} GB/s, {pct:.0f} % of the {probe_gbs:,.1f} GB/s the probe's sum reached"
     if pct < 100 * (1 - SAME):
         return (f"The measured step reads its bytes more slowly than the probe does: {rates}. Nothing physical "
-                "stops it from going faster; the kernels do")
+                "stops it from going faster; the software does")
     if pct <= 100 * (1 + SAME):
         return (f"The measured step reads its bytes about as fast as the probe does: {rates}. Two costs that the "
                 "bytes leave out are still in the step, and on other machines they open a gap")
@@ -126,11 +183,12 @@ def probe_gap(pct: float, gbs: float, probe_gbs: float) -> str:
             "leave out are still in the step")
 
 
-def context_mismatch(measured: float, predicted: float, added_s: float, kv_pct: float, rest_pct: float) -> str:
-    """Why the context sweep's measured TPOT growth (`measured`, longest ÷ shortest context) differs from the
-    bytes model's (`predicted`). Between the two contexts the step took `added_s` seconds longer; `kv_pct` is
-    the rate at which the added cache was read, and `rest_pct` the rate at which the shortest step read the rest
-    of its bytes (its weights and its small cache), each as a percentage of the probed bandwidth."""
+def context_mismatch(added_s: float, kv_pct: float, rest_pct: float) -> str:
+    """Why the context sweep's measured TPOT growth (longest ÷ shortest context) differs from the bytes model's.
+    Between the two contexts the step took `added_s` seconds longer; `kv_pct` is the rate at which the added cache
+    was read, and `rest_pct` the rate at which the shortest step read all its bytes (its weights and its small
+    cache), each as a percentage of the probed bandwidth. The bytes model gives both rates one value, so the
+    verdict follows kv_pct ÷ rest_pct: (predicted − 1) ÷ (measured − 1) is the same ratio."""
     fixed = rest_pct < 100 * (1 - 2 * SAME)
     rest = (f"At the shortest context the step read its bytes at {rest_pct:.0f} % of the probed bandwidth"
             + (": part of that time is not streaming at all but the fixed cost every op pays however few bytes it "
@@ -139,9 +197,10 @@ def context_mismatch(measured: float, predicted: float, added_s: float, kv_pct: 
         return (f"The step took no longer at the longest context than at the shortest, so the added cache hid "
                 f"beneath the rest of the step. {rest}")
     said = f"{rest}; the added cache was read at {kv_pct:.0f} %"
-    if abs(measured / predicted - 1) <= 2 * SAME:
+    ratio = kv_pct / rest_pct
+    if 1 - 2 * SAME <= ratio <= 1 + 2 * SAME:
         return f"{said}. Per byte the two cost about the same, so the measured growth is close to the bytes model's"
-    if measured < predicted:
+    if ratio > 1 + 2 * SAME:
         dilute = "; the fixed costs, which do not grow with the context, dilute the cache's share of the time"
         return (f"{said}. Each byte of cache cost less time than a byte of the rest, so the measured growth "
                 "falls short of the bytes model's" + (dilute if fixed else ""))

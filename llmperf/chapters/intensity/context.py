@@ -90,8 +90,7 @@ class ContextSweep:
         kv_pct = 100 * added_bytes / added_s / self.bandwidth if added_s > 0 else 0.0
         rest_pct = 100 * self.nbytes[0] / self.tpot_s[0] / self.bandwidth
         return {
-            "mismatch_text": claims.context_mismatch(self.measured_growth[-1], self.predicted_growth[-1], added_s,
-                                                     kv_pct, rest_pct),
+            "mismatch_text": claims.context_mismatch(added_s, kv_pct, rest_pct),
             "ctx_lo": self.contexts[0], "ctx_hi": self.contexts[-1], "ctx_x": self.context_ratio,
             "tpot_lo_ms": self.tpot_s[0] * 1e3, "tpot_hi_ms": self.tpot_s[-1] * 1e3,
             "tpot_x": self.measured_growth[-1], "pred_x": self.predicted_growth[-1],

@@ -60,11 +60,12 @@ class Roofs:
             "h200_ridge": h200.ridge, "h200_pct": self.share_pct(h200), "h200_floor_ms": self.floor(h200) * 1e3,
             "h200_tbs": h200.bandwidth / 1e12,
             "here_bw_gbs": here.bandwidth / 1e9, "here_ridge": here.ridge, "here_bf16_ridge": here2.ridge,
-            "here_pct": self.share_pct(here2), "here_floor_ms": self.floor(here2) * 1e3,
+            "here_floor_ms": self.floor(here2) * 1e3,
             "here_bf16_text": claims.low_precision_ridge(DTYPE_2_BYTES, here2.ridge, self.intensity_exact,
                                                          here2.flops / 1e9),
             "h100_x2_floor_ms": self.floor(self.h100_x2) * 1e3,
             "h200_bw_ratio": h200.bandwidth / h100.bandwidth, "h200_speedup": self.floor(h100) / self.floor(h200),
+            "table_min_ridge": min(self.table_ridges.values()),
         }
 
     def probe_table(self):

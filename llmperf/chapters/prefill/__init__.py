@@ -11,12 +11,12 @@ the prose glues), `table()` and `check()` (what the chapter's last cell asserts)
 `llmperf.plots.prefill`.
 """
 
-from .claims import (batch_gain_text, batch_model_text, batch_ttft_text, doubling_text, growth_exponent,
+from .claims import (batch_gain_text, batch_model_text, batch_ttft_text, doubling_text, gap_text, growth_exponent,
                      intercept_text, quadratic_part, share_of_probe, sweep_model_text)
 from .counts import CountedRow, CountRow, Estimates, FlopCheck, count_check, estimates, exercise_numbers
 from .timings import BatchedPrefill, TTFTSweep, batch_prefill, model_for, ttft_sweep
 
 __all__ = ["BatchedPrefill", "CountRow", "CountedRow", "Estimates", "FlopCheck", "TTFTSweep", "batch_gain_text",
            "batch_model_text", "batch_prefill", "batch_ttft_text", "count_check", "doubling_text", "estimates",
-           "exercise_numbers", "growth_exponent", "intercept_text", "model_for", "quadratic_part", "share_of_probe",
-           "sweep_model_text", "ttft_sweep"]
+           "exercise_numbers", "gap_text", "growth_exponent", "intercept_text", "model_for", "quadratic_part",
+           "share_of_probe", "sweep_model_text", "ttft_sweep"]

@@ -77,7 +77,7 @@ class Estimates:
             "l8_cross": self.crossover, "l8_cross_exact": self.crossover_exact,
             "l8_attn_share_short_pct": 100 * short.full / short.estimate,
             "smol_params_m": self.setup_params / 1e6, "smol_d": self.setup_d_model,
-            "head_dim": self.setup_head_dim, "smol_cross": self.setup_crossover,
+            "smol_cross": self.setup_crossover,
         }
 
     def table(self):
@@ -194,7 +194,7 @@ def exercise_numbers(est: Estimates, sweep, where=None) -> dict[str, object]:
         "smol_ratio": est.setup_crossover / est.setup_d_model,
         "h100_tflop": flops / T, "h100_peak_tflops": hw.flops / T, "h100_ttft_ms": flops / hw.flops * 1e3,
         "gpu_eff_pct": 100 * efficiency, "h100_ttft_real_ms": flops / (efficiency * hw.flops) * 1e3,
-        "gpu_probe_label": probes.label, "gpu_probe_device": probes.device_name,
+        "gpu_probe_date": probes.label.rsplit(", ", 1)[-1], "gpu_probe_device": probes.device_name,
         "gpu_cores_text": ("which has the H100's tensor cores (the same datasheet peak)" if gpu.flops == hw.flops
                            else f"another GPU than the H100 ({gpu.name}), so take its fraction as a guide only"),
         "gate_intensity": cost.matmul_intensity(S, est.d_model, est.d_ff),  # (S, K) @ (K, N), the gate projection

@@ -20,12 +20,13 @@ import numpy as np
 import pandas as pd
 
 from ... import cost, hardware
+from ...config import get_config
 from ...device import dtype_name
 from ...fit import Fit, poly_fit
 from ...profiling import forward_fn, op_counts
 from ...timing import bench_interleaved
 from ...weights import build_model
-from .claims import (batch_gain_text, batch_model_text, batch_ttft_text, doubling_text, growth_exponent,
+from .claims import (batch_gain_text, batch_model_text, batch_ttft_text, doubling_text, gap_text, growth_exponent,
                      intercept_text, quadratic_part, share_of_probe, sweep_model_text)
 
 
@@ -104,6 +105,7 @@ class TTFTSweep:
         fit, per_token, achieved = self.fit, self.per_token, self.achieved
         S_max, cheapest, best = self.lengths[-1], int(np.argmin(per_token)), int(np.argmax(achieved))
         quad_share = fit.coeffs[2] * S_max**2 / float(fit(S_max))
+        cfg = get_config(self.model)
         return {
             "dtype_name": self.dtype, "matmul_rate_gflops": self.matmul_rate / 1e9,
             "square_rate_gflops": self.square_rate / 1e9, "probe_m": self.probe_shape[0],
@@ -111,13 +113,13 @@ class TTFTSweep:
             "S_min": self.lengths[0], "S_max": S_max, "ttft_min_ms": self.ttft[0] * 1e3,
             "ttft_max_ms": self.ttft[-1] * 1e3, "pred_max_ms": self.predicted[-1] * 1e3,
             "meas_over_pred_max": self.ttft[-1] / self.predicted[-1], "achieved_gflops": achieved[-1] / 1e9,
-            "achieved_pct": 100 * achieved[-1] / self.matmul_rate,
+            "gap_text": gap_text(self.ttft[-1] / self.predicted[-1], S_max),
+            "sweep_d": cfg.d_model, "sweep_head_dim": cfg.head_dim,
             "achieved_text": share_of_probe(achieved[-1], self.matmul_rate, "the model's largest product alone"),
             "achieved_best_gflops": achieved[best] / 1e9, "achieved_best_S": self.lengths[best],
             "doubling_text": doubling_text(self.pairs),
             "intercept_text": intercept_text(fit.coeffs[0] * 1e3, self.ttft[0] * 1e3, self.lengths[0]),
-            "fit_a_ms": fit.coeffs[0] * 1e3, "fit_b_us": fit.coeffs[1] * 1e6, "fit_c_ns": fit.coeffs[2] * 1e9,
-            "fit_r2": fit.r2, "quad_share_pct": 100 * quad_share,
+            "fit_r2": fit.r2,
             "quad_text": quadratic_part(fit.coeffs[2] * 1e9, 100 * quad_share, S_max),
             "per_token_min_us": per_token[cheapest] * 1e6, "per_token_min_S": self.lengths[cheapest],
             "per_token_max_us": per_token[-1] * 1e6,
@@ -203,7 +205,7 @@ class BatchedPrefill:
 
     def numbers(self) -> dict[str, object]:
         (tps_1, tps_b), (pct_1, pct_b) = self.tokens_per_s, self.rate_pct()
-        return {"batch_B": self.batch, "batch_len": self.prompt_len, "batch_model": self.model,
+        return {"batch_B": self.batch, "batch_len": self.prompt_len,
                 "batch_model_text": batch_model_text(self.model, self.setup_model),
                 "batch_ttft_x": self.ttft_growth, "tps_1": tps_1, "tps_B": tps_b, "batch_gain": self.gain,
                 "batch_ttft_text": batch_ttft_text(self.ttft_growth, self.batch),

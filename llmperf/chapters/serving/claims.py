@@ -69,9 +69,9 @@ def prefill_bursts(batch: int, steps: int, prefills: dict[int, int], answer: int
                 "and each held up the batch for one prefill")
     return (f"{said}, {total / bursts:.1f} at a time on average and up to {largest}, about one step in "
             f"{steps / bursts:.0f}. Every request asks {answer} tokens and the engine admits every waiting request "
-            "at once, so the newcomers of a burst are prefilled together, decode together and finish together, "
-            "and their replacements arrive as the next burst; in a burst of k newcomers the last waits for the "
-            "k − 1 prefills before its own")
+            "at once, so the newcomers of a burst are prefilled in the same step, one after another, then decode "
+            "together and finish together, and their replacements arrive as the next burst; in a burst of k "
+            "newcomers the last waits for the k − 1 prefills before its own")
 
 
 def percentiles_add(q: int, e2e: float, rebuilt: float) -> str:
@@ -95,8 +95,12 @@ def goodput_peak(batches, throughput, goodput) -> str:
     best_g = batches[max(range(len(batches)), key=lambda i: goodput[i])]
     if best_t == best_g:
         return f"throughput and goodput both peak at batch {best_t}"
-    return (f"throughput peaks at batch {best_t} but goodput at batch {best_g}: past that, batching adds "
-            "requests per second that miss the objectives")
+    if best_g < best_t:
+        return (f"throughput peaks at batch {best_t} but goodput at batch {best_g}: past that, batching adds "
+                "requests per second that miss the objectives")
+    return (f"throughput peaks at batch {best_t} but goodput at the larger batch {best_g}: so many of batch "
+            f"{best_t}'s requests missed the objectives that batch {best_g}, finishing fewer requests per second, "
+            "had more of them within the objectives")
 
 
 def warm_up(first: float, rest_median: float) -> str:
@@ -146,5 +150,13 @@ def percentile_spread(p50: tuple[float, float], p99: tuple[float, float]) -> str
         return f"{said}: the median did not move at all while the p99 did. {tail}"
     if w99 > 1.5 * w50:
         return f"{said}, a range {w99 / w50:.1f} times as wide. {tail}"
+    usually = ("Usually it is the other way round: a tail of a few dozen requests rests on the one or two slowest, "
+               "and moves with them")
+    if w99 == 0:
+        return (f"{said}: the p99 did not move at all while the median did, since the run's slowest values "
+                f"repeat and every rerun's p99 landed on them. {usually}")
+    if w50 > 1.5 * w99:
+        return (f"{said}: the median's range was {w50 / w99:.1f} times as wide as the p99's, so here the tail was "
+                f"the steadier figure, which is this run's luck. {usually}")
     return (f"{said}: here the p99 was about as steady as the median, which is this run's luck. A tail of a "
             "few dozen requests rests on the one or two slowest, and usually moves with them")

@@ -167,7 +167,8 @@ class Run:
             f"mean ITL {itl} s is not the gap-weighted TPOT {self.weighted_tpot} s"
         # 4. Little's Law: the server's polled count within 10 % of λ·W.
         assert self.littles_gap < LITTLES_MARGIN, \
-            f"Little's Law: L = {self.littles[0]:.3f} polled against λ·W = {self.littles[1]:.3f}, more than 10 % apart"
+            (f"Little's Law: L = {self.littles[0]:.3f} polled against λ·W = {self.littles[1]:.3f}, more than 10 % "
+             "apart")
 
 
 def closed_run(s: Setup) -> Run:

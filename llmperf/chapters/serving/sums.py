@@ -147,11 +147,11 @@ class Claim:
                 "kv_each": self.kv_each, "ex_ctx": self.ctx, "step_ms": self.step * 1e3, "roof_user": 1 / self.step,
                 "prefill_ms": self.prefill_one * 1e3, "prefill_user": 1 / self.with_prefill,
                 "output_share_pct": 100 * self.output_share,
-                "input_user": self.per_user_claimed * self.output_share, "claimed": self.claimed, "newcomers": self.newcomers,
-                "claim_batch": self.batch, "claim_user_quoted": QUOTED_USER, "claim_user_total": QUOTED_USER * self.batch,
-                "roof_total": self.roof_total, "roof_share_pct": 100 * self.roof_share,
-                "prefill_total": self.prefill_total, "published_pct": 100 * self.published_share,
-                "published_name": PUBLISHED}
+                "input_user": self.per_user_claimed * self.output_share, "claimed": self.claimed,
+                "newcomers": self.newcomers, "claim_batch": self.batch, "claim_user_quoted": QUOTED_USER,
+                "claim_user_total": QUOTED_USER * self.batch, "roof_total": self.roof_total,
+                "roof_share_pct": 100 * self.roof_share, "prefill_total": self.prefill_total,
+                "published_pct": 100 * self.published_share}
 
     def table(self):
         """The per-user rates each reading of the claim gives."""
@@ -185,9 +185,9 @@ class Claim:
 
 def claim_check(kv: KVCapacity, batch: int = 256, claimed: float = 15_000, prompt: int = 1024,
                 answer: int = 256) -> Claim:
-    """The source notes' claim on `kv`'s model and accelerator, for an assumed workload (prompts four times the answers):
-    the roofline time of one batch-`batch` decode step at `prompt + answer // 2` tokens of context, each part
-    on its own roofline, and of one `prompt`-token prefill (logits for its last token only)."""
+    """The source notes' claim on `kv`'s model and accelerator, for an assumed workload (prompts four times the
+    answers): the roofline time of one batch-`batch` decode step at `prompt + answer // 2` tokens of context,
+    each part on its own roofline, and of one `prompt`-token prefill (logits for its last token only)."""
     hw = hardware.ACCELERATORS[kv.accelerator]
     ctx = prompt + answer // 2
     step = hardware.roofline_time_in_parts(cost.decode_parts(kv.model, ctx, batch=batch), hw)

@@ -123,7 +123,8 @@ class BatchSweep:
         """The exercise's prediction: one request of `tokens` tokens alone on the server, from batch 1's median
         TTFT and mean TPOT, E2E = TTFT + TPOT·(n − 1) (ms)."""
         first = self.points[0].summary
-        return {"lone_tokens": tokens, "lone_gaps": tokens - 1, "lone_ttft_ms": first.ttft.median * 1e3, "lone_tpot_ms": first.tpot.mean * 1e3,
+        return {"lone_tokens": tokens, "lone_gaps": tokens - 1, "lone_ttft_ms": first.ttft.median * 1e3,
+                "lone_tpot_ms": first.tpot.mean * 1e3,
                 "lone_pred_ms": (first.ttft.median + first.tpot.mean * (tokens - 1)) * 1e3}
 
     def table(self):
