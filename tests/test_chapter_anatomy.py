@@ -43,7 +43,7 @@ H100 = hardware.ACCELERATORS["H100 SXM"]
     (12.6e-3, 10e-3, 20e-3, False, "more than the whole gap, so the tiny op overstates"),
     (20e-3, 10e-3, 0.1e-3, True, "more than the whole gap. Launches are asynchronous"),
     (20e-3, 10e-3, 18e-3, False, "views and reshapes, which move no data"),
-    (1e-3, -1e-3, 18e-3, False, "no gap to explain"),
+    (1e-3, -1e-3, 18e-3, False, "the step ran no slower than its bytes ÷ bandwidth here, so there is no gap"),
 ])
 def test_fixed_costs_wording(overhead, gap, bandwidth_time, gpu, words):
     text = anatomy.fixed_costs(overhead, gap, bandwidth_time, gpu=gpu)
@@ -94,6 +94,7 @@ def test_head_time_share_compares_streaming_rates(head_rate, proj_rate, words):
     for time_share in (0.05, 0.21, 0.6):
         text = anatomy.head_time_share(time_share, 0.21, head_rate, proj_rate)
         assert words in text and f"took {100 * time_share:.1f} % of the time spent in ops, for 21.0 %" in text
+        assert text.startswith("On this machine the LM head took")
 
 
 def test_fused_ops_wording():
@@ -460,8 +461,21 @@ def test_table_note_sets_each_call_against_its_bytes(attention_call, words):
 
 def test_table_note_far_longer_norm():
     note = anatomy.table_note(False, 12e-6, 10e-6, 0.12e-6, 10e-6)  # 2304 bytes of weights: 0.12 µs at 20 GB/s
-    assert "An RMSNorm call took 12 µs against 0.1 µs for its bytes ÷ bandwidth, 100.0 times: far longer" in note
+    assert "An RMSNorm call took 12 µs against 0.12 µs for its bytes ÷ bandwidth, 100 times: far longer" in note
     assert "The time beyond the bytes is fixed cost" in note
+
+
+@pytest.mark.parametrize("norm_call, bytes_time, words", [
+    (43e-6, 0.0796e-6, "took 43 µs against 0.08 µs for its bytes ÷ bandwidth, 540 times: far longer"),
+    (12.34e-6, 0.01e-6, "took 12 µs against 0.01 µs for its bytes ÷ bandwidth, 1,230 times: far longer"),
+    (43e-6, 0.43e-6, "against 0.43 µs for its bytes ÷ bandwidth, 100 times"),
+    (43e-6, 0.4345e-6, "against 0.43 µs for its bytes ÷ bandwidth, 99.0 times"),
+    (2.5e-6, 1.2e-6, "took 2.5 µs against 1.2 µs for its bytes ÷ bandwidth, 2.1 times: longer")])
+def test_table_note_ratio_as_the_printed_figures_give_it(norm_call, bytes_time, words):
+    # at most 3 significant figures in the ratio, and two in a bytes time under a microsecond, so that the ratio
+    # can be rebuilt from the figures printed: 43 ÷ 0.08 = 537.5, about 540
+    note = anatomy.table_note(False, norm_call, 10e-6, bytes_time, 10e-6)
+    assert words in note
 
 
 def test_the_prose_reads_every_glued_name_and_no_other(runs):

@@ -216,6 +216,12 @@ def test_batch_gain_every_branch(cached, naive, bound, sentence):
     assert caching.batch_gain(cached, naive, 4, bound) == sentence
 
 
+def test_batch_gain_opens_with_where():
+    text = caching.batch_gain(2.9, 1.4, 4, True, where="On this machine")
+    assert text == BATCH_GAIN[-1][3].replace("With the cache", "On this machine, with the cache", 1)
+    assert caching.batch_gain(2.9, 1.4, 4, True) == BATCH_GAIN[-1][3]
+
+
 def test_batch_gain_llama_on_an_h100():
     # By the cost model: cached tokens 41 times cheaper at batch 64, naive ones not at all.
     text = caching.batch_gain(41.1, 1.0, 64, True)
@@ -245,16 +251,22 @@ def test_step_slopes_every_branch(naive, cached, start):
 
 
 def test_crossover_window():
-    assert caching.crossover_window(39936, 8192) == ("a length beyond its context window of 8,192 tokens, so within "
-                                                     "the window the projections dominate at every length")
-    assert caching.crossover_window(8192, 8192) == "a length within its context window of 8,192 tokens"
-    assert caching.naive_crossovers(points=3).numbers()["l8_naive_cross_text"].startswith("a length beyond")
+    assert caching.crossover_window(39936, 8192) == ("That length lies beyond the model's context window of 8,192 "
+                                                     "tokens, so within the window the projections dominate at every "
+                                                     "length")
+    assert caching.crossover_window(8192, 8192) == ("That length lies within the model's context window of 8,192 "
+                                                    "tokens, so a naive generation longer than it spends more of its "
+                                                    "arithmetic on attention than on the projections")
+    assert caching.naive_crossovers(points=3).numbers()["l8_naive_cross_text"].startswith("That length lies beyond")
 
 
 def test_gpu_cores_and_formula_side():
     assert caching.gpu_cores("NVIDIA H200", True) == ("The reference run on an NVIDIA H200, a GPU with the H100's "
-                                                      "datasheet peak, shows how far below it they run")
-    assert caching.gpu_cores("NVIDIA A100", False).endswith("another GPU than the H100, so take its share as a guide only")
+                                                      "datasheet peak, shows how far below the datasheet even a large "
+                                                      "square bfloat16 product runs")
+    other = caching.gpu_cores("NVIDIA A100", False)
+    assert "another GPU than the H100 (so take its share as a guide only)" in other
+    assert other.endswith("below its datasheet even a large square bfloat16 product runs")
     assert "LM head weighs more" in caching.formula_side([1, 2], [1.1, 2.1])
     assert "attention weighs more" in caching.formula_side([1.2, 2.2], [1.1, 2.1])
     assert "at some lengths and above it at others" in caching.formula_side([1.0, 2.2], [1.1, 2.1])
@@ -291,6 +303,7 @@ def test_batch_steps_runs(tiny):
     assert b.batches == [1, 2, 4] and b.position == 6 and b.measured and b.bytes_per_param == 4
     assert len(b.cached_s) == len(b.naive_s) == 3 and all(t > 0 for t in b.cached_s + b.naive_s)
     assert b.table().data.shape == (3, 5) and isinstance(b.numbers("mb_")["mb_text"], str)
+    assert b.numbers("mb_", where="On this machine")["mb_text"].startswith("On this machine, with the cache, batch")
     as_json(b)
 
 

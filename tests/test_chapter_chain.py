@@ -12,7 +12,7 @@ import torch
 
 from llmperf import cost, hardware
 from llmperf.chapters import chain
-from tests.prose import check_glued_once
+from tests.prose import check_glued_once, glue_names
 
 H100 = hardware.ACCELERATORS["H100 SXM"]
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "01_dependency_chain.ipynb"
@@ -141,6 +141,10 @@ def test_the_latency_line_holds_every_number_the_chapter_shows(small):
     assert line.Ns == [2, 3, 4] and line.block == 4 and len(line.e2e) == 3
     assert line.predicted[0] == pytest.approx(ingredients.ttft + ingredients.t_step)
     assert set(line.numbers()) >= {"fit_slope_ms", "fit_r2", "slope_vs_step", "slope_tol_pct", "slope_text"}
+    # the bare step the slope is set against, shown beside it: the block's step, not the ingredients' step
+    n = line.numbers()
+    assert n["sweep_step_ms"] == pytest.approx(line.t_step_sweep * 1e3)
+    assert n["fit_slope_ms"] / n["sweep_step_ms"] == pytest.approx(n["slope_vs_step"])
     assert line.extra_positions == 2 and 0 < line.context_growth < 0.05  # 2 more positions of the tiny model
     assert list(line.table().data.columns) == ["N", "measured (s)", "predicted (s)", "measured ÷ predicted"]
     assert serialisable(line)["ingredients"]["prompt_len"] == 8
@@ -229,5 +233,7 @@ def test_every_glued_name_of_the_chapter_comes_from_a_record():
              chain.SameFlops(4, 10, 12, 10, 12, 0.01, 0.05).numbers(), ways.numbers(),
              chain.exercise_numbers(line, ways)]
     check_glued_once(parts, NOTEBOOK)
+    glued = {name for part in parts for name in part}
+    assert glued - glue_names(NOTEBOOK) <= {"device"}, sorted(glued - glue_names(NOTEBOOK))  # nothing glued unread
     cells = json.loads(NOTEBOOK.read_text())["cells"]
     assert any("(kv-cache-primer)=" in "".join(c["source"]) for c in cells if c["cell_type"] == "markdown")

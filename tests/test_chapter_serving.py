@@ -84,20 +84,47 @@ def test_percentiles_add_every_branch():
     assert "20 % under" in serving.percentiles_add(99, 1.0, 0.8)
 
 
+def spread(p50, p99):
+    """percentile_spread for a run of 32 values whose largest is 2.5 s."""
+    return serving.percentile_spread(p50, p99, 32, 2.5)
+
+
 def test_percentile_spread_every_branch():
-    assert "times as wide" in serving.percentile_spread((0.3, 0.5), (1.0, 2.0))
-    assert "about as steady" in serving.percentile_spread((0.3, 0.5), (1.0, 1.2))
+    wide = spread((0.3, 0.5), (1.0, 2.0))
+    assert "the median stayed between 300.0 ms and 500.0 ms, the p99 between 1,000.0 ms and 2,000.0 ms" in wide
+    assert "a range 5.0 times as wide" in wide and "by construction" not in wide
+    assert "about as narrow" in spread((0.3, 0.5), (1.0, 1.2))
     # Either side of 1.5 times, in widths that binary floats hold exactly: median 0.25 s wide, p99 0.375 or 0.5 s.
-    assert "about as steady" in serving.percentile_spread((0.25, 0.5), (1.0, 1.375))
-    assert "a range 2.0 times as wide" in serving.percentile_spread((0.25, 0.5), (1.0, 1.5))
-    # A p99 steadier than the median: 0.25 s wide against a median 0.375 s (1.5 times) or 0.4375 s wide.
-    assert "about as steady" in serving.percentile_spread((0.25, 0.625), (1.0, 1.25))
-    steadier = serving.percentile_spread((0.25, 0.6875), (1.0, 1.25))
-    assert "the median's range was 1.8 times as wide as the p99's" in steadier and "about as steady" not in steadier
-    still = serving.percentile_spread((0.3, 0.5), (1.0, 1.0))  # the p99 did not move, the median did
-    assert "the p99 did not move at all while the median did" in still and "other way round" in still
-    assert "median did not move at all while the p99 did" in serving.percentile_spread((0.3, 0.3), (1.0, 2.0))
-    assert "neither moved at all" in serving.percentile_spread((0.3, 0.3), (1.0, 1.0))
+    assert "about as narrow" in spread((0.25, 0.5), (1.0, 1.375))
+    assert "a range 2.0 times as wide" in spread((0.25, 0.5), (1.0, 1.5))
+    # A p99 narrower than the median: 0.25 s wide against a median 0.375 s (1.5 times) or 0.4375 s wide.
+    assert "about as narrow" in spread((0.25, 0.625), (1.0, 1.25))
+    narrower = spread((0.25, 0.6875), (1.0, 1.25))
+    assert "the median's range was 1.8 times as wide as the p99's. That is no steadier tail" in narrower
+    assert "only the run's own 32 values, so its p99 can never exceed their largest, 2,500.0 ms" in narrower
+    assert "narrow by construction" in narrower and "about as" not in narrower and "luck" not in narrower
+    still = spread((0.3, 0.5), (1.0, 1.0))  # the p99 did not move, the median did
+    assert "the p99 did not move at all while the median did" in still and "by construction" in still
+    assert "median did not move at all while the p99 did" in spread((0.3, 0.3), (1.0, 2.0))
+    assert "neither moved at all" in spread((0.3, 0.3), (1.0, 1.0))
+
+
+@pytest.mark.parametrize("residual, text", [
+    (0.0, "exactly 0 s"), (2.2e-16, "0.22 femtoseconds, floating-point rounding"),
+    (4.4e-16, "0.44 femtoseconds, floating-point rounding"), (3e-15, "3 femtoseconds, floating-point rounding"),
+    (2.5e-11, "25.0 picoseconds, floating-point rounding"), (1.234e-7, "123 nanoseconds, more than floating-point"),
+    (0.25, "250 milliseconds, more than"), (12.0, "12.0 seconds, more than")])
+def test_residual_text(residual, text):
+    assert serving.residual_text(residual, 1e-9).startswith(text)
+
+
+def test_throughput_path_names_each_fall():
+    rising = serving.throughput_path([1, 2, 4], [10.0, 20.0, 40.0])
+    assert rising.startswith("The server's output never fell along the way")
+    assert "never fell" in serving.throughput_path([1, 2], [10.0, 10.0])  # level is no fall
+    dip = serving.throughput_path([1, 2, 4, 8], [100.0, 90.5, 200.0, 150.0])
+    assert ("it fell at batch 2 (90.5 tokens/s against 100.0 at batch 1) and at batch 8 (150.0 tokens/s against "
+            "200.0 at batch 4)") in dip and dip.endswith("not from each step")
 
 
 def test_limits_come_from_the_sources():
@@ -172,7 +199,7 @@ def test_batch_sweep(sweep):
     numbers = sweep.numbers()
     assert numbers["b_max"] == 2 and numbers["slo_ttft_x"] == 5 and numbers["slo_tpot_x"] == 2
     assert all(isinstance(numbers[k], str) for k in ("server_limits", "interactive_limits", "goodput_text",
-                                                     "warmup_text"))
+                                                     "warmup_text", "agg_path_text"))
     assert all(0 <= g <= x + 1e-12 for g, x in zip(sweep.goodput, sweep.req_s))
     assert len(sweep.table().data) == 2 and len(sweep.goodput_table().data) == 2
     # Every request asks 4 tokens: the first from its prefill, the rest from 3 decode steps, the first of which is
@@ -274,6 +301,7 @@ def test_sweep_check():
     assert s.goodput == pytest.approx(s.req_s)  # every request meets both
     assert s.warm_up == pytest.approx((0.1, 0.1))
     assert s.points[0].prefills == {} and s.points[0].steps == 0  # hand-built: no engine counted
+    assert s.numbers()["agg_path_text"].startswith("The server's output never fell along the way")
 
 
 def hand_loops(scale=1, spike=False, fail=False):

@@ -283,9 +283,20 @@ def test_prefill_sentence_follows_the_share():
     base = dict(ttft_model="llama-3-8b", ttft_lengths=[1024, 8192], ttft_longest_ms=900.0, matmul_tflops=700.0)
     ref = compare.ChapterReference("reference run: X, 2026-12-02", "cuda", "w", {**base, "achieved_longest_pct": 80.0},
                                    "x.json")
-    assert "as a compute-bound pass should" in sentences.sentence("prefill", ref, {})
+    text = sentences.sentence("prefill", ref, {})
+    assert "as a compute-bound pass should" in text
+    # the rate the pass reached, then its share of the probe's: a percentage of a rate, not of a time
+    assert "took 900.0 ms to prefill 8,192 tokens: 560 TFLOP/s, 80 % of the 700 TFLOP/s its matmul probe" in text
     low = ref._replace(results={**base, "achieved_longest_pct": 20.0})
     assert "held the pass back" in sentences.sentence("prefill", low, {})
+    cpu = ref._replace(results={**base, "matmul_tflops": 0.0855, "achieved_longest_pct": 84.0})  # a CPU: GFLOP/s
+    assert ": 71.8 GFLOP/s, 84 % of the 85.5 GFLOP/s its matmul probe reached" in sentences.sentence("prefill", cpu, {})
+
+
+@pytest.mark.parametrize("tflops, text", [(0.0855, "85.5 GFLOP/s"), (0.005, "5.00 GFLOP/s"), (0.999, "999 GFLOP/s"),
+                                          (1.0, "1.00 TFLOP/s"), (42.0, "42.0 TFLOP/s"), (1234.0, "1,234 TFLOP/s")])
+def test_flop_rates_are_written_in_giga_below_a_tera(tflops, text):
+    assert sentences.flop_rate(tflops) == text
 
 
 def test_a_result_of_another_kind_reads_as_missing():

@@ -79,6 +79,16 @@ def test_limits_table():
     assert row["TTFT p99 limit (s)"] == 6.0 and row["TPOT p99 limit (ms)"] == 175.0
 
 
+def test_limits_view_names_each_source():
+    assert {r.cite for r in sources.MLPERF_LIMITS} <= set(sources.SOURCE_NAMES)
+    view = sources.limits_view()
+    assert list(view.data["source"]) == [sources.SOURCE_NAMES[r.cite] for r in sources.MLPERF_LIMITS]
+    html = view.to_html()
+    assert "MLPerf Inference rules (MLCommons, 2025)" in html and "mlperf2025rules" not in html
+    assert "row_heading" not in html  # no index
+    assert list(sources.limits_table()["source"]) == [r.cite for r in sources.MLPERF_LIMITS]  # the keys stay
+
+
 def test_the_chapters_dict_agrees():
     from llmperf.chapters.serving import MLPERF_LIMITS as chapter  # the sweep's Llama-3.1-8B limits
 
@@ -95,6 +105,14 @@ def test_names_table_shape():
     assert len(table) == len(sources.NAMES) == 7
     assert table.notna().all().all() and (table != "").all().all()
     assert all(len(row.names) == len(sources.TOOLS) for row in sources.NAMES)
+
+
+def test_names_view_shows_every_cell_whole():
+    html = sources.names_view().to_html()
+    assert "row_heading" not in html  # no index
+    for row in sources.NAMES:  # the longest definitions and names, not cut with "..."
+        assert row.definition in html and all(name in html for name in row.names)
+    assert "..." not in html
 
 
 def test_names_table_known_cells():

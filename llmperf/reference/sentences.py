@@ -40,16 +40,24 @@ def chain(ref, here) -> str:
             f"against N ({duration(r['slope_ms'] / 1e3)} per token) {fit}.")
 
 
+def flop_rate(tflops: float) -> str:
+    """A rate given in TFLOP/s as text, in GFLOP/s below 1 TFLOP/s: 0.0855 -> "85.5 GFLOP/s", 700 -> "700 TFLOP/s"."""
+    value, unit = (tflops, "TFLOP/s") if tflops >= 1 else (tflops * 1e3, "GFLOP/s")
+    digits = 0 if value >= 100 else 1 if value >= 10 else 2
+    return f"{value:,.{digits}f} {unit}"
+
+
 def prefill(ref, here) -> str:
     r = ref.results
     S = r["ttft_lengths"][-1]
     share = r["achieved_longest_pct"]
     verdict = ("at least half the rate of a large product alone, as a compute-bound pass should be" if share >= 50
-               else "under half of it: something besides the large products, such as the ops' fixed costs or "
+               else "under half of that rate: something besides the large products, such as the ops' fixed costs or "
                "attention, may have held the pass back there")
+    achieved = share / 100 * r["matmul_tflops"]  # the longest prompt's FLOPs ÷ its TTFT
     return (f"**{ref.label}**: {r['ttft_model']} took {duration(r['ttft_longest_ms'] / 1e3)} to prefill "
-            f"{S:,} tokens, {share:.0f} % of the {r['matmul_tflops']:,.3g} TFLOP/s its matmul probe reached: "
-            f"{verdict}.")
+            f"{S:,} tokens: {flop_rate(achieved)}, {share:.0f} % of the {flop_rate(r['matmul_tflops'])} its matmul "
+            f"probe reached, {verdict}.")
 
 
 def intensity(ref, here) -> str:

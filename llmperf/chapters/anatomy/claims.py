@@ -14,7 +14,7 @@ def fixed_costs(overhead: float, gap: float, bandwidth_time: float, gpu: bool = 
     """What the ops' fixed costs (ops per step × one tiny op's time) explain of `gap`, the step's measured
     time minus `bandwidth_time`, its bytes ÷ bandwidth; `gpu`: the step ran on a GPU."""
     if gap <= 0:
-        return ("The step ran no slower than its bytes ÷ bandwidth here, so there is no gap to explain: the "
+        return ("the step ran no slower than its bytes ÷ bandwidth here, so there is no gap to explain: the "
                 "probe's bandwidth was an underestimate on this run")
     said = f"{duration(overhead)} of fixed costs against a gap of {duration(gap)}"
     share = overhead / gap
@@ -127,10 +127,11 @@ def graph_result(device_type: str, eager: float, graph: float | None, compiled: 
 
 def head_time_share(time_share: float, byte_share: float, head_rate: float, proj_rate: float) -> str:
     """The LM head's share of the profiled time in ops and of the step's bytes, and the rate at which it
-    streamed its matrix (`head_rate`, bytes/s) against the layers' weight products (`proj_rate`)."""
-    said = (f"The LM head took {100 * time_share:.1f} % of the time spent in ops, for {100 * byte_share:.1f} % "
-            f"of the bytes, and streamed its matrix at {head_rate / 1e9:,.1f} GB/s against the projections' "
-            f"{proj_rate / 1e9:,.1f} GB/s")
+    streamed its matrix (`head_rate`, bytes/s) against the layers' weight products (`proj_rate`), on the
+    machine that ran the chapter: a sentence of its own."""
+    said = (f"On this machine the LM head took {100 * time_share:.1f} % of the time spent in ops, for "
+            f"{100 * byte_share:.1f} % of the bytes, and streamed its matrix at {head_rate / 1e9:,.1f} GB/s against "
+            f"the projections' {proj_rate / 1e9:,.1f} GB/s")
     ratio = head_rate / proj_rate
     if abs(ratio - 1) <= 0.25:
         return f"{said}: about the same rate, so one large product reads memory no faster than many small ones"

@@ -35,15 +35,29 @@ def outside_text(gpu: bool) -> str:
 
 
 def _shown(ratio: float) -> float:
-    """`ratio` as `wording.times` prints it, so that the words chosen from it agree with the number shown."""
-    return round(ratio, 2) if ratio < 2 else round(ratio, 1)
+    """`ratio` rounded as `_times` prints it (at most 3 significant figures), so that the words chosen from it
+    agree with the number shown."""
+    if ratio < 2:
+        return round(ratio, 2)
+    return round(ratio, 1) if ratio < 100 else float(f"{ratio:.3g}")
+
+
+def _times(ratio: float) -> str:
+    """A ratio rounded by `_shown`, as text: "1.51 times", "3.1 times", "540 times", "1,230 times"."""
+    return times(ratio) if ratio < 100 else f"{ratio:,.0f} times"
+
+
+def _bytes_time(seconds: float) -> str:
+    """A bytes ÷ bandwidth time, with two significant figures below a microsecond ("0.08 µs", "0.12 µs"), so
+    that a ratio to it can be checked from the printed figures."""
+    return duration(seconds) if seconds >= 1e-6 else f"{seconds * 1e6:.2g} µs"
 
 
 def _call_against_bytes(name: str, call: float, bytes_time: float) -> tuple[str, float]:
     """One call's profiled time against its bytes ÷ bandwidth, in words, and the ratio as printed."""
     ratio = _shown(call / bytes_time)
-    said = (f"{name} call took {duration(call)} against {duration(bytes_time)} for its bytes ÷ bandwidth, "
-            f"{times(ratio)}")
+    said = (f"{name} call took {duration(call)} against {_bytes_time(bytes_time)} for its bytes ÷ bandwidth, "
+            f"{_times(ratio)}")
     if ratio > 3:
         return f"{said}: far longer than its bytes need", ratio
     if ratio > 1.5:

@@ -84,7 +84,7 @@ class BatchSteps:
         their bytes (`naive_arithmetic_s`, `naive_stream_s`: the weights part alone)."""
         return self.naive_arithmetic_s >= self.naive_stream_s
 
-    def numbers(self, prefix: str) -> dict[str, object]:
+    def numbers(self, prefix: str, where: str = "") -> dict[str, object]:
         """The glue names of this record, each starting with `prefix`: the batch range, the predicted times per
         token and gains, and the sentence chosen from the measured gains (from the predicted ones where
         nothing was measured)."""
@@ -99,7 +99,8 @@ class BatchSteps:
             f"{prefix}cached_gain_pred": self.gain(self.cached_pred_s),
             f"{prefix}naive_gain_pred": self.gain(self.naive_pred_s),
             f"{prefix}cached_gain": self.gain(cached), f"{prefix}naive_gain": self.gain(naive),
-            f"{prefix}text": batch_gain(self.gain(cached), self.gain(naive), b_max, self.naive_compute_bound),
+            f"{prefix}text": batch_gain(self.gain(cached), self.gain(naive), b_max, self.naive_compute_bound,
+                                          where),
         }
         return out
 

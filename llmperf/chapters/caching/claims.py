@@ -63,11 +63,13 @@ def _per_token(gain: float) -> str:
     return f"made each token {times(1 / gain)} as costly"
 
 
-def batch_gain(cached_gain: float, naive_gain: float, b_max: int, naive_compute_bound: bool) -> str:
+def batch_gain(cached_gain: float, naive_gain: float, b_max: int, naive_compute_bound: bool, where: str = "") -> str:
     """What a batch of `b_max` sequences did to each loop's time per token (`*_gain`: batch 1's ÷ b_max's);
     `naive_compute_bound`: whether the roofline puts the naive step's weight products on their arithmetic at
-    batch 1. Each gain is split at 1 ± SAME (cheaper, about the same, dearer), and the two are compared."""
-    said = f"With the cache, batch {b_max} {_per_token(cached_gain)}; without it, batching {_per_token(naive_gain)}"
+    batch 1. Each gain is split at 1 ± SAME (cheaper, about the same, dearer), and the two are compared.
+    `where`, if given, opens the sentence ("On this machine" gives "On this machine, with the cache, ...")."""
+    lead = f"{where}, with the cache" if where else "With the cache"
+    said = f"{lead}, batch {b_max} {_per_token(cached_gain)}; without it, batching {_per_token(naive_gain)}"
     if cached_gain < 1 - SAME:
         return (f"{said}. Here even the cached step of {b_max} sequences cost more than {b_max} steps of one: at "
                 "these sizes something other than the shared weight reads set its time, and grew with the batch")
@@ -121,22 +123,23 @@ def dominant_waste(products_s: float, attention_s: float, stream_s: float, exces
 
 
 def gpu_cores(device: str, same_peak: bool) -> str:
-    """The sentence before a GPU reference's matmul share, and how far it carries over to an H100: the same
-    datasheet peak, or another."""
+    """The clause before a GPU reference's matmul share (what its probe, a large square product, reached), and
+    how far it carries over to an H100: the same datasheet peak, or another."""
     if same_peak:
-        return (f"The reference run on an {device}, a GPU with the H100's datasheet peak, shows how far below it "
-                "they run")
-    return (f"The reference run on an {device} shows how far below peak they run; it is another GPU than the H100, "
-            "so take its share as a guide only")
+        return (f"The reference run on an {device}, a GPU with the H100's datasheet peak, shows how far below the "
+                "datasheet even a large square bfloat16 product runs")
+    return (f"The reference run on an {device}, another GPU than the H100 (so take its share as a guide only), "
+            "shows how far below its datasheet even a large square bfloat16 product runs")
 
 
 def crossover_window(crossover: int, window: int) -> str:
     """Whether the length at which attention overtakes a model's weight products in a naive generation
-    (`crossover`, tokens) lies within its context window of `window` tokens."""
+    (`crossover`, tokens) lies within its context window of `window` tokens: a sentence of its own."""
     if crossover > window:
-        return (f"a length beyond its context window of {window:,d} tokens, so within the window the projections "
-                "dominate at every length")
-    return f"a length within its context window of {window:,d} tokens"
+        return (f"That length lies beyond the model's context window of {window:,d} tokens, so within the window "
+                "the projections dominate at every length")
+    return (f"That length lies within the model's context window of {window:,d} tokens, so a naive generation "
+            "longer than it spends more of its arithmetic on attention than on the projections")
 
 
 def formula_side(exact: list[float], formula: list[float]) -> str:

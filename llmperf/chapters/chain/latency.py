@@ -135,7 +135,8 @@ class LatencyLine:
 
     def numbers(self) -> dict:
         return {"fit_slope_ms": self.slope * 1e3, "fit_r2": self.r2, "slope_vs_step": self.slope_vs_step,
-                "block": self.block, "slope_tol_pct": 100 * self.slope_tolerance,
+                "block": self.block, "sweep_step_ms": self.t_step_sweep * 1e3,  # the bare step the slope is set against
+                "slope_tol_pct": 100 * self.slope_tolerance,
                 "slope_text": slope_text(self.slope_vs_step, self.context_growth, self.extra_positions)}
 
     def check(self) -> None:
@@ -202,7 +203,7 @@ class SameFlops:
                                 "GFLOP/s": "{:.1f}"}).hide(axis="index")
 
     def numbers(self) -> dict:
-        return {"N_cmp": self.N, "prefill_gflop": self.prefill_matmul / 1e9, "decode_gflop": self.decode_matmul / 1e9,
+        return {"N_cmp": self.N, "prefill_gflop": self.prefill_matmul / 1e9,
                 "t_prefill_ms": self.t_prefill * 1e3, "t_decode_ms": self.t_decode * 1e3,
                 "decode_over_prefill": self.decode_over_prefill,
                 "prefill_gflops": self.prefill_total / self.t_prefill / 1e9,

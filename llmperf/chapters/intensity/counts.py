@@ -231,6 +231,7 @@ def exercise_numbers(s) -> dict[str, object]:
         "ex_b_h100": cost.compute_bound_batch(llama, h100.ridge, context=1),
         "ex_b_h200": cost.compute_bound_batch(llama, h200.ridge, context=1),
         "ex_kv_mb": one.kv / 1e6, "ex_f_gflop": cost.decode_flops(llama, ex_ctx).total / 1e9,
+        "ex_att_gflop": cost.decode_flops(llama, ex_ctx).attention / 1e9,  # the part of it that reads the cache
         "ex_limit": cost.decode_flops(llama, ex_ctx).total / one.kv,
         "ex_bw_h100": cost.compute_bound_batch(llama, h100.ridge, ex_ctx, part="weights"),
         "ex_bw_h200": cost.compute_bound_batch(llama, h200.ridge, ex_ctx, part="weights"),

@@ -23,7 +23,7 @@ last cell asserts. The figures are `llmperf.plots.serving`.
 
 from . import sources
 from .claims import (goodput_peak, itl_against_tpot, limits_met, omission, percentile_spread, percentiles_add,
-                     prefill_bursts, warm_up)
+                     prefill_bursts, residual_text, throughput_path, warm_up)
 from .loops import Loop, Loops, stall_loops
 from .run import Run, answer_table, closed_run, lone_request
 from .served import NAME, matching_seed, request_lengths
@@ -34,4 +34,4 @@ __all__ = ["NAME", "BatchPoint", "BatchSweep", "Claim", "KVCapacity", "Loop", "L
            "answer_table", "batch_sweep", "claim_check", "closed_run", "exercise_numbers", "goodput_peak",
            "itl_against_tpot", "kv_capacity", "limits_met", "lone_request", "matching_seed", "omission",
            "percentile_spread", "percentiles_add", "prefill_bursts", "published_share", "request_lengths",
-           "sources", "stall_loops", "warm_up"]
+           "residual_text", "sources", "stall_loops", "throughput_path", "warm_up"]

@@ -137,12 +137,22 @@ def omission(closed_sent: int, open_sent: int, expected: float, closed_worst: fl
             "stall to show in the tail this time. The gap grows with the stall and with the rate")
 
 
-def percentile_spread(p50: tuple[float, float], p99: tuple[float, float]) -> str:
-    """How far the median and the p99 moved across resampled reruns of one run: (low, high) of each, s."""
+def _ms(seconds: float) -> str:
+    """A time in milliseconds, as the chapter's tables print them."""
+    return f"{seconds * 1e3:,.1f} ms"
+
+
+def percentile_spread(p50: tuple[float, float], p99: tuple[float, float], n: int, largest: float) -> str:
+    """How far the median and the p99 moved across resampled reruns of one run of `n` values whose largest is
+    `largest`: (low, high) of each, s. A resampled rerun holds only the run's own values, so its p99 can never
+    exceed `largest`: a narrow p99 range is no sign of a steady tail."""
     w50, w99 = p50[1] - p50[0], p99[1] - p99[0]
-    said = (f"the median stayed between {duration(p50[0])} and {duration(p50[1])}, the p99 between "
-            f"{duration(p99[0])} and {duration(p99[1])}")
+    said = (f"the median stayed between {_ms(p50[0])} and {_ms(p50[1])}, the p99 between {_ms(p99[0])} and "
+            f"{_ms(p99[1])}")
     tail = "The tail of a few dozen requests rests on the one or two slowest, and moves with them"
+    capped = (f"a resampled rerun holds only the run's own {n} values, so its p99 can never exceed their largest, "
+              f"{_ms(largest)}, and the p99's range is narrow by construction, showing how far the tail could fall but "
+              "not how far a real rerun's could rise")
     if w50 == 0:
         if w99 == 0:
             return (f"{said}: neither moved at all, since the run's values repeat and every rerun landed on the "
@@ -150,13 +160,38 @@ def percentile_spread(p50: tuple[float, float], p99: tuple[float, float]) -> str
         return f"{said}: the median did not move at all while the p99 did. {tail}"
     if w99 > 1.5 * w50:
         return f"{said}, a range {w99 / w50:.1f} times as wide. {tail}"
-    usually = ("Usually it is the other way round: a tail of a few dozen requests rests on the one or two slowest, "
-               "and moves with them")
     if w99 == 0:
         return (f"{said}: the p99 did not move at all while the median did, since the run's slowest values "
-                f"repeat and every rerun's p99 landed on them. {usually}")
+                f"repeat and every rerun's p99 landed on them. That is no steadier tail: {capped}")
     if w50 > 1.5 * w99:
-        return (f"{said}: the median's range was {w50 / w99:.1f} times as wide as the p99's, so here the tail was "
-                f"the steadier figure, which is this run's luck. {usually}")
-    return (f"{said}: here the p99 was about as steady as the median, which is this run's luck. A tail of a "
-            "few dozen requests rests on the one or two slowest, and usually moves with them")
+        return (f"{said}: the median's range was {w50 / w99:.1f} times as wide as the p99's. That is no steadier "
+                f"tail: {capped}")
+    return f"{said}: the p99's range was about as narrow as the median's, and that is no steadier tail: {capped}"
+
+
+def residual_text(residual: float, rounding: float) -> str:
+    """The largest |E2E − (TTFT + TPOT·(n − 1))| of a run (s), in words, against `rounding`, the most that
+    floating-point rounding explains."""
+    if residual == 0:
+        return "exactly 0 s"
+    units = (("seconds", 1.0), ("milliseconds", 1e-3), ("microseconds", 1e-6), ("nanoseconds", 1e-9),
+             ("picoseconds", 1e-12), ("femtoseconds", 1e-15))
+    name, scale = next(((u, k) for u, k in units if residual >= k), units[-1])
+    v = residual / scale
+    said = f"{v:,.0f} {name}" if v >= 100 else f"{v:.1f} {name}" if v >= 10 else f"{v:.2g} {name}"
+    if residual < rounding:
+        return f"{said}, floating-point rounding"
+    return f"{said}, more than floating-point rounding explains"
+
+
+def throughput_path(batches, tok_s) -> str:
+    """Whether the server's tokens/s rose at every step of a batch sweep, or at which batch sizes it fell
+    below the smaller batch's just before."""
+    fell = [(b, t, a, prev) for a, b, prev, t in zip(batches, batches[1:], tok_s, tok_s[1:]) if t < prev]
+    if not fell:
+        return ("The server's output never fell along the way: each larger batch made at least the tokens/s of the "
+                "one before")
+    where = " and ".join(f"at batch {b} ({t:,.1f} tokens/s against {prev:,.1f} at batch {a})"
+                         for b, t, a, prev in fell)
+    return (f"The server's output did not rise at every step, though: it fell {where}, so the trade is read from "
+            "the ends of the sweep, not from each step")

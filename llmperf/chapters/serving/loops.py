@@ -103,7 +103,8 @@ class Loops:
                                           c.summary.request_throughput * self.stall_s, c.worst_other_ttft,
                                           o.worst_other_ttft, self.stall_s),
                 "n_ttft": len(o.ttfts), "p99_linear": p["linear"] * 1e3, "p99_nearest": p["nearest_rank"] * 1e3,
-                "ttft_max_ms": p["max"] * 1e3, "spread_text": percentile_spread(spread[50], spread[99]),
+                "ttft_max_ms": p["max"] * 1e3,
+                "spread_text": percentile_spread(spread[50], spread[99], len(o.ttfts), p["max"]),
                 "resamples": RESAMPLES, "coverage": COVERAGE}
 
     def table(self):

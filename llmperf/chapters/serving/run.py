@@ -15,7 +15,7 @@ from ... import bench, metrics
 from ...metrics import RequestRecord
 from ...serve import background, create_app
 from ..setup import Setup
-from .claims import itl_against_tpot, percentiles_add
+from .claims import itl_against_tpot, percentiles_add, residual_text
 from .served import request_lengths, unwatched_load, watched_load
 
 IDENTITY_ROUNDING = 1e-9  # s: how far E2E may sit from TTFT + TPOT·(n − 1) (floating-point rounding)
@@ -101,7 +101,8 @@ class Run:
                 "run_tok_s": s.output_throughput, "run_req_s": s.request_throughput,
                 "run_ttft_p50": s.ttft.median * 1e3, "run_ttft_p99": s.ttft.p99 * 1e3,
                 "run_tpot_p50": s.tpot.median * 1e3, "run_e2e_p50": s.e2e.median,
-                "residual": self.residual, "overshoot_ms": sum(self.overshoots) / len(self.overshoots) * 1e3,
+                "residual_text": residual_text(self.residual, IDENTITY_ROUNDING),
+                "overshoot_ms": sum(self.overshoots) / len(self.overshoots) * 1e3,
                 "itl_text": itl_against_tpot(s.tpot.mean, s.itl.mean),
                 "p50_add_text": percentiles_add(50, *self.rebuilt(50)),
                 "p99_add_text": percentiles_add(99, *self.rebuilt(99)),

@@ -48,11 +48,24 @@ def limit(model: str, scenario: str) -> Limit:
     raise ValueError(f"no MLPerf limit for model {model!r} in scenario {scenario!r}; known: {known}")
 
 
+SOURCE_NAMES = {"mlperf2025rules": "MLPerf Inference rules (MLCommons, 2025)",
+                "mlcommons2025smallllm": "MLPerf Inference 5.1: small LLMs (MLCommons, 2025)"}
+"""A reader's name for each bib key a limit may cite, shown in `limits_view` (the prose cites the key itself)."""
+
+
 def limits_table() -> pd.DataFrame:
-    """One row per limit: model, scenario, the p99 TTFT limit in s, the p99 TPOT limit in ms, its source."""
+    """One row per limit: model, scenario, the p99 TTFT limit in s, the p99 TPOT limit in ms, its source (the bib
+    key)."""
     return pd.DataFrame([{"model": r.model, "scenario": r.scenario, "TTFT p99 limit (s)": r.ttft_p99,
                           "TPOT p99 limit (ms)": round(r.tpot_p99 * 1e3, 3), "source": r.cite}
                          for r in MLPERF_LIMITS])
+
+
+def limits_view():
+    """`limits_table` as the chapter shows it: each source by its name in `SOURCE_NAMES`, not its bib key, and
+    no index (a Styler, which also shows long cells whole)."""
+    table = limits_table().assign(source=lambda t: t["source"].map(SOURCE_NAMES))
+    return table.style.format({"TTFT p99 limit (s)": "{:g}", "TPOT p99 limit (ms)": "{:g}"}).hide(axis="index")
 
 
 class Tool(NamedTuple):
@@ -115,6 +128,12 @@ def names_table() -> pd.DataFrame:
     """`NAMES` as a table: the definition, then one column per tool of `TOOLS`."""
     return pd.DataFrame([{"definition": row.definition, **{t.column: n for t, n in zip(TOOLS, row.names)}}
                          for row in NAMES])
+
+
+def names_view():
+    """`names_table` as the chapter shows it: every cell whole (a Styler does not cut long text, as a plain
+    DataFrame's display does) and no index."""
+    return names_table().style.hide(axis="index")
 
 
 def cites() -> tuple[str, ...]:

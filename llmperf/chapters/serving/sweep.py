@@ -17,7 +17,7 @@ from ...metrics import RequestRecord
 from ...serve import background, create_app
 from ..setup import Setup
 from . import sources
-from .claims import goodput_peak, limits_met, prefill_bursts, warm_up
+from .claims import goodput_peak, limits_met, prefill_bursts, throughput_path, warm_up
 from .served import unwatched_load
 
 LIMITS_MODEL = "Llama-3.1-8B"  # the MLPerf benchmark whose limits the chapter sets beside its sweep
@@ -109,6 +109,7 @@ class BatchSweep:
     def numbers(self) -> dict[str, object]:
         agg, user, ttft = self.tok_s, self.per_user, self.percentile("ttft", "median")
         return {"b_max": self.batches[-1], "agg_1": agg[0], "agg_max": agg[-1], "agg_gain": agg[-1] / agg[0],
+                "agg_path_text": throughput_path(self.batches, agg),
                 "user_1": user[0], "user_max": user[-1], "ttft_1": ttft[0] * 1e3, "ttft_max": ttft[-1] * 1e3,
                 "prefills_text": self.prefills_text,
                 "server_limits": self.limits_text("server"), "interactive_limits": self.limits_text("interactive"),
