@@ -5,7 +5,6 @@ on the tiny preset (counts, structure, JSON), and each record's check() on hand-
 
 import dataclasses
 import json
-import re
 from pathlib import Path
 
 import matplotlib
@@ -16,6 +15,7 @@ from llmperf import build_model, cost, hardware
 from llmperf.chapters import caching
 from llmperf.chapters.setup import Setup, sizes_for_type
 from llmperf.cost import GenerationCost
+from tests.prose import glue_names
 
 H100 = hardware.ACCELERATORS["H100 SXM"]
 
@@ -333,9 +333,7 @@ def test_wastes():
 
 
 def test_every_glue_name_of_the_chapter_comes_from_a_record():
-    nb = json.loads(NOTEBOOK.read_text(encoding="utf-8"))
-    text = "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
-    names = set(re.findall(r"\{glue:text\}`([A-Za-z0-9_]+)", text))
+    names = glue_names(NOTEBOOK)
     gen = generation(2.0)
     glued = {**caching.Agreement("p", [1], [1], 0.0, "a").numbers(), **step_sweep(5e-7).numbers(),
              **caching.FlopCheck(8, 4, {}, {}).numbers(), **gen.numbers(), **caching.quoted_table(HERE).numbers(),

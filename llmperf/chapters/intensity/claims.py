@@ -155,9 +155,7 @@ def tuned_code(plain_pct: float, fused_pct: float, gf_pct: float) -> str:
     best = max(plain_pct, fused_pct)
     said = (f"Here the better step reached {best:.0f} % of this machine's probed bandwidth; gpt-fast's tuned GPU "
             f"loop reached {gf_pct:.0f} % of an A100's datasheet bandwidth, {DATASHEET_ROOF}")
-    if gf_pct > (1 + SAME) * best:
-        return f"{said}: tuned GPU code gets closer to its roof"
-    return f"{said}, so the two shares do not say which code got closer to its roof"
+    return said + _datasheet_ranking(gf_pct, best, "tuned GPU code gets")
 
 
 def gptfast_beside(gf_pct: float, plain_pct: float, device: str) -> str:
@@ -167,9 +165,15 @@ def gptfast_beside(gf_pct: float, plain_pct: float, device: str) -> str:
     where = {"cpu": "this machine's CPU", "cuda": "this machine's GPU", "mps": "this Mac's GPU"}.get(device, device)
     said = (f"the plain model reached {plain_pct:.0f} % of the probed bandwidth on {where}, while the datasheet's "
             f"ceiling is {DATASHEET_ROOF}")
-    if gf_pct > (1 + SAME) * plain_pct:
-        return f"{said}: the tuned GPU loop gets closer to its roof"
-    return f"{said}, so the two shares do not say which code got closer to its roof"
+    return said + _datasheet_ranking(gf_pct, plain_pct, "the tuned GPU loop gets")
+
+
+def _datasheet_ranking(gf_pct: float, here_pct: float, tuned: str) -> str:
+    """The clause that ends both gpt-fast comparisons: a share of the datasheet's roof can only grow against a
+    probed roof, so only a larger one (beyond SAME) ranks the tuned loop ahead; anything else ranks neither."""
+    if gf_pct > (1 + SAME) * here_pct:
+        return f": {tuned} closer to its roof"
+    return ", so the two shares do not say which code got closer to its roof"
 
 
 def probe_gap(pct: float, gbs: float, probe_gbs: float) -> str:
