@@ -42,9 +42,11 @@ import time
 from collections import Counter, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from numbers import Integral
 
 import torch
 
+from . import params
 from .device import synchronize
 from .generation import decode_step, new_cache, prefill, sample
 from .model import Transformer
@@ -66,7 +68,8 @@ class Request:
     sent: float = 0.0  # perf_counter() when submitted
     tokens: list[int] = field(default_factory=list)
     token_times: list[float] = field(default_factory=list)
-    finish_reason: str | None = None  # "length", "stop" or "cancelled"
+    finish_reason: str | None = None  # "length", "stop", "cancelled" or "error"
+    error: str | None = None  # with finish_reason "error": what failed
 
     @property
     def done(self) -> bool:
@@ -108,23 +111,17 @@ class Engine:
     # --- called from any thread -------------------------------------------------------------
 
     def check(self, request: Request) -> None:
-        """Raise ValueError, saying what is wrong, if the engine cannot serve `request`."""
-        n = len(request.prompt)
-        if n < 1:
-            raise ValueError("The prompt is empty: the model needs at least one token to condition on.")
-        if request.max_tokens < 1:
-            raise ValueError(f"max_tokens must be at least 1, got {request.max_tokens}.")
-        if n + request.max_tokens > self.capacity:
-            raise ValueError(f"prompt ({n} tokens) + max_tokens ({request.max_tokens}) = {n + request.max_tokens} "
-                             f"tokens, more than this server's context of {self.capacity}. Shorten the prompt or "
-                             "ask for fewer tokens.")
-        if request.temperature < 0:
-            raise ValueError(f"temperature must be >= 0 (0 is greedy), got {request.temperature}.")
-        if request.top_k is not None and request.top_k < 1:
-            raise ValueError(f"top_k must be at least 1, got {request.top_k}.")
-        vocab = self.model.cfg.vocab_size
-        if min(request.prompt) < 0 or max(request.prompt) >= vocab:
-            raise ValueError(f"Token ids must lie in [0, {vocab}).")
+        """Raise `params.InvalidParameter` (a ValueError), saying what is wrong, if the engine cannot serve
+        `request`; normalise its numbers to plain Python ones. The same checks as `generate` and the server,
+        against this engine's `capacity`."""
+        prompt = list(request.prompt)
+        if not all(isinstance(t, Integral) and not isinstance(t, bool) for t in prompt):
+            raise params.InvalidParameter("prompt", "The prompt must be a list of token ids (whole numbers).")
+        request.prompt = [int(t) for t in prompt]
+        request.max_tokens, request.temperature, request.top_k, request.seed = params.check(
+            prompt_tokens=len(prompt), lowest_id=min(prompt, default=0), highest_id=max(prompt, default=0),
+            max_tokens=request.max_tokens, temperature=request.temperature, top_k=request.top_k, seed=request.seed,
+            context=self.capacity, vocab_size=self.model.cfg.vocab_size)
 
     def submit(self, request: Request) -> Request:
         """Queue `request` (checked first); it is admitted at a coming step. Returns it."""
@@ -212,31 +209,73 @@ class Engine:
             self._cancelled |= cancelled  # still waiting: dropped when it would be admitted
 
     def _admit(self, i: int, request: Request) -> list[tuple[Request, int, float]]:
-        """Prefill `request` alone, copy its keys and values into slot i, and emit its first token."""
-        generator = None
-        if request.seed is not None:
-            generator = torch.Generator(device=self.model.device).manual_seed(request.seed)
-        self.slots[i] = _Slot(request, generator)  # taken before the prefill: `active` counts it meanwhile
-        prompt = torch.tensor([list(request.prompt)], device=self.model.device)  # (1, P)
-        alone = new_cache(self.model, 1, prompt.shape[1])
-        logits = prefill(self.model, prompt, alone)  # (1, vocab)
-        self.cache.load(i, alone, prompt.shape[1])
-        token = sample(logits, request.temperature, request.top_k, generator)
-        return self._emit(i, int(token))
+        """Prefill `request` alone, copy its keys and values into slot i, and emit its first token. If that
+        fails, the request fails alone (`_fail`) and slot i is free again."""
+        self.slots[i] = _Slot(request, None)  # taken before the prefill: `active` counts it meanwhile
+        try:
+            if request.seed is not None:
+                self.slots[i].generator = torch.Generator(device=self.model.device).manual_seed(request.seed)
+            prompt = torch.tensor([list(request.prompt)], device=self.model.device)  # (1, P)
+            alone = new_cache(self.model, 1, prompt.shape[1])
+            logits = prefill(self.model, prompt, alone)  # (1, vocab)
+            self.cache.load(i, alone, prompt.shape[1])
+            token = int(sample(logits, request.temperature, request.top_k, self.slots[i].generator))
+        except Exception as e:  # this request's own failure: the others never see it
+            self._fail(i, e)
+            return []
+        return self._emit(i, token)
 
     def _decode(self) -> list[tuple[Request, int, float]]:
-        """One forward pass over the busy slots (the first n), each sequence at its own position; one token each."""
+        """One forward pass over the busy slots (the first n), each sequence at its own position; one token each.
+
+        If the pass itself fails, every request in it fails (no row's logits can be trusted); if sampling one
+        row fails, only that request does, and the others keep the tokens they would have had (each samples
+        from its own row with its own generator)."""
         device = self.model.device
         busy = self.slots[:self.active]
-        last = torch.tensor([s.request.tokens[-1] for s in busy], device=device)[:, None]  # (n, 1)
-        positions = torch.tensor([s.position for s in busy], device=device)  # (n,)
-        logits = decode_step(self.model, last, positions, self.cache.first(len(busy)))  # (n, vocab)
-        tokens = [int(sample(logits[i:i + 1], s.request.temperature, s.request.top_k, s.generator))
-                  for i, s in enumerate(busy)]
+        try:
+            last = torch.tensor([s.request.tokens[-1] for s in busy], device=device)[:, None]  # (n, 1)
+            positions = torch.tensor([s.position for s in busy], device=device)  # (n,)
+            logits = decode_step(self.model, last, positions, self.cache.first(len(busy)))  # (n, vocab)
+        except Exception as e:
+            for i in reversed(range(len(busy))):
+                self._fail(i, e)
+            return []
+        tokens: list[int | Exception] = []
+        for i, s in enumerate(busy):
+            try:
+                tokens.append(int(sample(logits[i:i + 1], s.request.temperature, s.request.top_k, s.generator)))
+            except Exception as e:
+                tokens.append(e)
         out = []
         for i in reversed(range(len(busy))):  # from the end: freeing a slot moves only later ones
-            out += self._emit(i, tokens[i])
+            if isinstance(tokens[i], Exception):
+                self._fail(i, tokens[i])
+            else:
+                out += self._emit(i, tokens[i])
         return out[::-1]
+
+    def _fail(self, i: int, error: Exception) -> None:
+        """End slot i's request with finish reason "error", saying what failed, and free the slot."""
+        request = self.slots[i].request
+        request.finish_reason, request.error = "error", f"{type(error).__name__}: {error}"
+        self.finished["error"] += 1
+        self._free(i)
+
+    def fail_all(self, reason: str, waiting: bool = True) -> list[Request]:
+        """End every request decoding (and, with `waiting`, every one still queued) with finish reason "error"
+        and `reason`: the server is stopping, or a step failed in a way no one request can be blamed for.
+        Returns them. Called from the thread that steps."""
+        queued: list[Request] = []
+        if waiting:
+            with self._lock:
+                queued, self._waiting, self._cancelled = list(self._waiting), deque(), set()
+        ended = [s.request for s in self.slots if s is not None] + queued
+        self.slots = [None] * self.max_batch
+        for request in ended:
+            request.finish_reason, request.error = "error", reason
+            self.finished["error"] += 1
+        return ended
 
     def _emit(self, i: int, token: int) -> list[tuple[Request, int, float]]:
         """Record a token of slot i's request (timestamped once the device is done), and free the slot if

@@ -18,6 +18,7 @@ from collections.abc import Iterator, Sequence
 
 import torch
 
+from . import params
 from .device import synchronize
 from .kv_cache import KVCache
 from .model import Transformer
@@ -61,10 +62,15 @@ def decode_step(model: Transformer, token: torch.Tensor, pos: "int | torch.Tenso
 
 def sample(logits: torch.Tensor, temperature: float = 0.0, top_k: int | None = None,
            generator: torch.Generator | None = None) -> torch.Tensor:
-    """Next token per sequence, (B, 1), from logits (B, vocab). temperature 0 means greedy (argmax)."""
+    """Next token per sequence, (B, 1), from logits (B, vocab). temperature 0 means greedy (argmax).
+
+    The logits are shifted so that the largest is 0 before dividing by the temperature: softmax is the same,
+    and a tiny temperature (1e-300) sends the others to -inf, never inf - inf = NaN, so it samples the argmax.
+    """
     if temperature == 0.0:
         return logits.argmax(dim=-1, keepdim=True)
-    logits = logits.float() / temperature
+    logits = logits.float()
+    logits = (logits - logits.amax(dim=-1, keepdim=True)) / temperature  # (B, vocab), each row's largest 0
     if top_k is not None:
         kth = torch.topk(logits, min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]  # (B, 1)
         logits = logits.masked_fill(logits < kth, float("-inf"))
@@ -89,21 +95,12 @@ def as_batch(prompt_ids, device: torch.device) -> torch.Tensor:
 
 
 def _check_request(model: Transformer, tokens: torch.Tensor, max_new_tokens: int, temperature: float,
-                   top_k: int | None) -> None:
-    if max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens must be at least 1, got {max_new_tokens}.")
-    if temperature < 0:
-        raise ValueError(f"temperature must be >= 0 (0 is greedy), got {temperature}.")
-    if top_k is not None and top_k < 1:
-        raise ValueError(f"top_k must be None or at least 1, got {top_k}.")
-    total, limit = tokens.shape[1] + max_new_tokens, model.cfg.max_seq_len
-    if total > limit:
-        raise ValueError(
-            f"prompt ({tokens.shape[1]} tokens) + max_new_tokens ({max_new_tokens}) = {total} tokens, "
-            f"more than {model.cfg.name}'s max_seq_len of {limit}. Shorten the prompt or ask for fewer tokens.")
-    if int(tokens.max()) >= model.cfg.vocab_size or int(tokens.min()) < 0:
-        raise ValueError(f"Token ids must lie in [0, {model.cfg.vocab_size}); got ids from "
-                         f"{int(tokens.min())} to {int(tokens.max())}.")
+                   top_k: int | None, seed: int | None = None) -> tuple[int, float, int | None, int | None]:
+    """`params.check` against the model's whole context (max_seq_len): the same checks, and messages, as the
+    engine and the server."""
+    return params.check(prompt_tokens=tokens.shape[1], lowest_id=int(tokens.min()), highest_id=int(tokens.max()),
+                        max_tokens=max_new_tokens, temperature=temperature, top_k=top_k, seed=seed,
+                        context=model.cfg.max_seq_len, vocab_size=model.cfg.vocab_size)
 
 
 @torch.inference_mode()
@@ -144,7 +141,7 @@ def generate(model: Transformer, prompt_ids, max_new_tokens: int, cache: bool = 
     cache=False runs the naive loop, which recomputes the whole sequence every step.
     """
     tokens = as_batch(prompt_ids, model.device)
-    _check_request(model, tokens, max_new_tokens, temperature, top_k)
+    max_new_tokens, temperature, top_k, seed = _check_request(model, tokens, max_new_tokens, temperature, top_k, seed)
     stop = torch.tensor(list(stop_ids), dtype=torch.long, device=tokens.device)
     done = torch.zeros(tokens.shape[0], dtype=torch.bool, device=tokens.device)
     out = []
@@ -172,7 +169,7 @@ def stream(model: Transformer, prompt_ids, max_new_tokens: int, temperature: flo
     if tokens.shape[0] != 1:
         raise ValueError(f"stream() serves one sequence; got a batch of {tokens.shape[0]}. "
                          "Use generate() for batches.")
-    _check_request(model, tokens, max_new_tokens, temperature, top_k)
+    max_new_tokens, temperature, top_k, seed = _check_request(model, tokens, max_new_tokens, temperature, top_k, seed)
     for token, _ in _token_steps(model, tokens, max_new_tokens, cache=True, temperature=temperature, top_k=top_k,
                                      seed=seed):
         synchronize(tokens.device)
@@ -192,6 +189,6 @@ def greedy_logits(model: Transformer, prompt_ids, max_new_tokens: int, cache: bo
     tokens = as_batch(prompt_ids, model.device)
     if tokens.shape[0] != 1:
         raise ValueError(f"greedy_logits() follows one sequence; got a batch of {tokens.shape[0]}.")
-    _check_request(model, tokens, max_new_tokens, 0.0, None)
+    max_new_tokens = _check_request(model, tokens, max_new_tokens, 0.0, None)[0]
     steps = list(_token_steps(model, tokens, max_new_tokens, cache=cache))
     return torch.cat([t for t, _ in steps], dim=1)[0], torch.cat([l for _, l in steps])  # (n,), (n, vocab)

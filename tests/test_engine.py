@@ -68,9 +68,9 @@ def test_cancelled_requests_free_their_slot(tiny):
 
 @pytest.mark.parametrize("request_kwargs, message", [
     (dict(prompt=[], max_tokens=4), "prompt is empty"),
-    (dict(prompt=[1], max_tokens=0), "max_tokens must be at least 1"),
-    (dict(prompt=[1] * 30, max_tokens=3), "more than this server's context of 32"),
-    (dict(prompt=[1], max_tokens=2, temperature=-1.0), "temperature must be >= 0"),
+    (dict(prompt=[1], max_tokens=0), "new tokens asked for must be at least 1"),
+    (dict(prompt=[1] * 30, max_tokens=3), "more than the context of 32"),
+    (dict(prompt=[1], max_tokens=2, temperature=-1.0), "temperature must be a number from 0"),
     (dict(prompt=[1], max_tokens=2, top_k=0), "top_k must be at least 1"),
     (dict(prompt=[10**6], max_tokens=2), "Token ids must lie in"),
 ])

@@ -81,27 +81,40 @@ def test_streamed_chunks_match_usage(server):
     assert body[-1]["usage"]["completion_tokens"] == 7 and body[-1]["usage"]["prompt_tokens"] == 3
 
 
-@pytest.mark.parametrize("payload, status, words", [
-    (b"{not json", 400, "not valid JSON"),
-    (b"[1, 2]", 400, "JSON object"),
-    ({"prompt": "hi"}, 400, "Missing required field 'model'"),
-    ({"model": NAME}, 400, "Missing required field 'prompt'"),
-    ({"model": "gpt-9", "prompt": "hi"}, 404, "does not exist"),
-    ({"model": NAME, "prompt": "hi", "max_tokens": "ten"}, 400, "'max_tokens' must be int"),
-    ({"model": NAME, "prompt": "hi", "max_tokens": 0}, 400, "at least 1"),
-    ({"model": NAME, "prompt": "hi", "max_tokens": 10_000}, 400, "more than this server's context"),
-    ({"model": NAME, "prompt": "word " * 300, "max_tokens": 1}, 400, "more than this server's context"),
-    ({"model": NAME, "prompt": "hi", "temperature": -0.5}, 400, "'temperature' must be >= 0"),
-    ({"model": NAME, "prompt": "hi", "stream": "yes"}, 400, "'stream' must be bool"),
-    ({"model": NAME, "prompt": [1, "a"]}, 400, "token ids"),
-    ({"model": NAME, "prompt": "hi", "n": 2}, 400, "Only n = 1"),
+@pytest.mark.parametrize("payload, status, param, words", [
+    (b"{not json", 400, None, "not valid JSON"),
+    (b"[1, 2]", 400, None, "JSON object"),
+    ({"prompt": "hi"}, 400, "model", "Missing required field 'model'"),
+    ({"model": NAME}, 400, "prompt", "Missing required field 'prompt'"),
+    ({"model": "gpt-9", "prompt": "hi"}, 404, "model", "does not exist"),
+    ({"model": NAME, "prompt": "hi", "max_tokens": "ten"}, 400, "max_tokens", "must be a whole number, got 'ten'"),
+    ({"model": NAME, "prompt": "hi", "max_tokens": 0}, 400, "max_tokens", "at least 1"),
+    ({"model": NAME, "prompt": "hi", "max_completion_tokens": 0}, 400, "max_completion_tokens", "at least 1"),
+    ({"model": NAME, "prompt": "hi", "max_tokens": 10_000}, 400, "max_tokens", "more than the context of 256"),
+    ({"model": NAME, "prompt": "word " * 300, "max_tokens": 1}, 400, "prompt", "leaves no room for an answer"),
+    ({"model": NAME, "prompt": "hi", "temperature": -0.5}, 400, "temperature", "from 0 (greedy) to 2, got -0.5"),
+    (b'{"model": "%s", "prompt": "hi", "temperature": NaN}' % NAME.encode(), 400, "temperature", "got nan"),
+    (b'{"model": "%s", "prompt": "hi", "temperature": Infinity}' % NAME.encode(), 400, "temperature", "got inf"),
+    ({"model": NAME, "prompt": "hi", "seed": 2**64}, 400, "seed", "signed 64-bit"),
+    ({"model": NAME, "prompt": "hi", "stream": "yes"}, 400, "stream", "'stream' must be true or false"),
+    ({"model": NAME, "prompt": [1, "a"]}, 400, "prompt", "token ids"),
+    ({"model": NAME, "prompt": [1, 10**9]}, 400, "prompt", "Token ids must lie in"),
+    (b'{"model": "%s", "prompt": "a\\ud800"}' % NAME.encode(), 400, "prompt", "lone UTF-16 surrogate"),
+    (b'{"model": "%s", "prompt": "hi", "stop": ["a\\udfff"]}' % NAME.encode(), 400, "stop", "lone UTF-16 surrogate"),
+    ({"model": NAME, "prompt": "hi", "n": 2}, 400, "n", "'n' is not supported by this server: leave it out, or send 1"),
+    ({"model": NAME, "prompt": "hi", "top_p": 0.5}, 400, "top_p", "or send 1"),
+    ({"model": NAME, "prompt": "hi", "echo": True}, 400, "echo", "or send false"),
+    (b'{"model": "x", "prompt": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", 400, None, "nests JSON too deeply"),
+    (b'{"model": "x", "prompt": ' + b"[" * 20 + b"]" * 20 + b"}", 400, "prompt", "more than 16 deep"),
+    (b'{"model": "\\ud800", "prompt": "hi"}', 404, "model", "does not exist"),
+    (b'{"model": "x", "prompt": 1' + b"0" * 5000 + b"}", 400, None, "not valid JSON"),
 ])
-def test_bad_requests_get_openai_errors_and_the_server_keeps_serving(server, payload, status, words):
+def test_bad_requests_get_openai_errors_and_the_server_keeps_serving(server, payload, status, param, words):
     url, _ = server
     kwargs = {"content": payload} if isinstance(payload, bytes) else {"json": payload}
     r = httpx.post(f"{url}/v1/completions", **kwargs)
     assert r.status_code == status and words in r.json()["error"]["message"], r.text
-    assert {"message", "type", "param", "code"} <= r.json()["error"].keys()
+    assert r.json()["error"]["param"] == param and {"message", "type", "param", "code"} <= r.json()["error"].keys()
     ok = httpx.post(f"{url}/v1/completions", json={"model": NAME, "prompt": "hi", "max_tokens": 2})
     assert ok.status_code == 200
 
@@ -109,7 +122,7 @@ def test_bad_requests_get_openai_errors_and_the_server_keeps_serving(server, pay
 def test_bad_chat_messages(server):
     url, _ = server
     r = httpx.post(f"{url}/v1/chat/completions", json={"model": NAME, "messages": [{"role": "user"}]})
-    assert r.status_code == 400 and "'messages'" in r.json()["error"]["message"]
+    assert r.status_code == 400 and r.json()["error"]["param"] == "messages", r.text
 
 
 def test_disconnecting_clients_free_their_slots(server):
@@ -371,16 +384,52 @@ def test_background_says_when_the_port_is_taken(smollm2):
                 pass
 
 
+def parsed(tokenizer, stop=(), chat=False, ignore_eos=False):
+    from llmperf.serve import Parsed
+
+    return Parsed([1, 2], 8, 0.0, None, None, () if ignore_eos else (tokenizer.eos_id,), tuple(stop), True, True,
+                  chat)
+
+
 def test_text_held_back_for_an_unfinished_character_is_sent_at_the_end(smollm2):
     """A token can be part of a character; its text waits for the rest. An answer that ends mid-character must
     still hand over what it generated (as U+FFFD), or a streaming client sees no text, and no token, at all."""
-    from llmperf.engine import Request
-    from llmperf.serve import Response as _Response
+    from llmperf.serve import Answer
 
     _, tokenizer = smollm2
     partial = next(i for i in range(256, 2000) if tokenizer.decode([i]) == "\ufffd")  # one byte of a character
-    options = {"stream": True, "include_usage": True, "stop": []}
-    response = _Response(Request([1, 2], 2), tokenizer, NAME, False, options, prompt_tokens=2)
-    assert response.add(partial, 0.0) == "" and response.add(partial, 0.1) == ""
-    assert response.flush() == tokenizer.decode([partial, partial]) and "\ufffd" in response.sent_text
-    assert response.flush() == ""  # nothing is sent twice
+    answer = Answer(parsed(tokenizer), tokenizer, NAME)
+    assert answer.add(partial) == "" and answer.add(partial) == ""
+    assert answer.flush() == tokenizer.decode([partial, partial]) and "\ufffd" in answer.sent_text
+    assert answer.flush() == ""  # nothing is sent twice
+
+
+def test_a_stop_string_across_two_tokens_is_never_streamed(smollm2):
+    """With stop "s Par", the token " is" could be its start: its text is held until the next token decides."""
+    from llmperf.serve import Answer
+
+    _, tokenizer = smollm2
+    ids = tokenizer.encode("The capital is Paris, France")
+    pieces = [tokenizer.decode([i]) for i in ids]
+    for stop in ("al is", "s Par", "is Paris,", "e capital"):
+        assert not any(stop in p for p in pieces)  # each stop string spans tokens
+        answer = Answer(parsed(tokenizer, stop=[stop]), tokenizer, NAME)
+        streamed = "".join(answer.add(i) for i in ids if not answer.stopped) + answer.flush()
+        whole = tokenizer.decode(ids)
+        assert streamed == whole[:whole.find(stop)] and answer.stopped, (stop, streamed, pieces)
+
+
+def test_special_tokens_have_no_text_and_eos_ends_unless_ignored(smollm2):
+    from llmperf.serve import Answer
+
+    _, tokenizer = smollm2
+    hi = tokenizer.encode("Hi")
+    for chat in (False, True):
+        stopping = Answer(parsed(tokenizer, chat=chat), tokenizer, NAME)
+        assert "".join(stopping.add(i) for i in [*hi, tokenizer.eos_id]) + stopping.flush() == "Hi"
+        assert stopping.stopped and stopping.finish_reason() == "stop" and stopping.n_tokens == len(hi) + 1
+        going = Answer(parsed(tokenizer, chat=chat, ignore_eos=True), tokenizer, NAME)
+        for i in [*hi, tokenizer.eos_id, tokenizer.bos_id, *hi]:
+            going.add(i)
+        going.flush()
+        assert going.sent_text == "HiHi" and not going.stopped and going.finish_reason() == "length"

@@ -31,5 +31,7 @@ thread, the Starlette application, `background`) and `__main__` (the command).
 
 from __future__ import annotations
 
-from .protocol import APIError, Response, parse  # noqa: F401
-from .server import EngineThread, Served, background, create_app  # noqa: F401
+from .answer import Answer  # noqa: F401
+from .protocol import APIError, Parsed, parse  # noqa: F401
+from .server import Served, background, create_app, serve  # noqa: F401
+from .worker import EngineThread  # noqa: F401

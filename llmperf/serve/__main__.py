@@ -7,12 +7,10 @@ import sys
 
 from ..engine import POLICIES
 from . import __doc__ as DOC
-from .server import create_app
+from .server import create_app, serve
 
 
 def main(argv=None) -> int:
-    import uvicorn
-
     from ..device import DTYPES, describe, pick_device
     from ..weights import load_smollm2
 
@@ -39,8 +37,9 @@ def main(argv=None) -> int:
                      max_queue=args.max_queue)
     print(describe(device, DTYPES[args.dtype]))
     print(f"Serving smollm2-135m-instruct at http://{args.host}:{args.port}/v1 "
-          f"({args.policy} batching, up to {args.max_batch} at once). Ctrl-C stops.", flush=True)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+          f"({args.policy} batching, up to {args.max_batch} at once). Ctrl-C or SIGTERM stops.", flush=True)
+    serve(app, host=args.host, port=args.port)
+    print("Stopped.", flush=True)
     return 0
 
 

@@ -1,183 +1,217 @@
-"""OpenAI's API as this server speaks it: parsing a request body, and formatting errors, answers and the
-streamed chunks. No HTTP serving here (that is `server`), no model: just requests in, objects out.
+"""OpenAI's API as this server reads it: a request body in, a checked `Parsed` request out, or an `APIError`
+naming the field that is wrong. No HTTP here (that is `server`), no model and no torch: bytes and a tokenizer in,
+plain objects out. The numbers are checked by `llmperf.params`, as `generate` and the engine check them.
 
-- `APIError`: an error as OpenAI answers it, an HTTP status and {"error": {...}};
-- `parse`: (prompt ids, engine Request, options) from a completions or chat body, or an APIError saying
-  exactly which field is wrong;
-- `Response`: what has been generated for one request, as text (stop strings cut, multi-byte characters
-  held back until complete), and the OpenAI-shaped objects that carry it: a chunk, the usage chunk, the whole
-  answer.
+How each field is treated (`SUPPORTED`, `DEFAULT_ONLY`, `IGNORED`):
+
+| field | completions | chat | treated |
+|---|---|---|---|
+| model | yes | yes | required; another name answers 404 |
+| prompt | yes | | text, or one list of token ids |
+| messages | | yes | roles system, developer (as system), user, assistant; content a string or a list of text parts |
+| max_tokens, max_completion_tokens | yes | yes | the newer name wins; default 16 (completions), the rest of the context (chat) |
+| temperature | yes | yes | 0 (greedy) to 2; default 1 |
+| top_k | yes | yes | vLLM's extension; -1 or 0 mean every token |
+| seed, stop, stream, stream_options | yes | yes | stop: up to 4 strings; stream_options: include_usage |
+| ignore_eos | yes | yes | vLLM's extension: go on past the end-of-sequence token |
+| n, best_of, echo, logprobs, top_logprobs, top_p, min_p, presence_penalty, frequency_penalty, repetition_penalty, logit_bias, suffix, response_format, tools, tool_choice, min_tokens | | | accepted only at the value that means "not used" (or null); any other value is refused with 400, since the answer would not be what was asked for |
+| user, metadata, store, parallel_tool_calls, service_tier | | | accepted, no effect |
+
+Any other field (another server's extension) is ignored, as vLLM ignores them.
 """
 
 from __future__ import annotations
 
 import json
-import time
-import uuid
+from dataclasses import dataclass
 
-from starlette.requests import Request as HTTPRequest
-from starlette.responses import JSONResponse
+from .. import params
 
-from ..engine import Request
+MAX_DEPTH = 16  # nesting of a body's values: messages[i].content[j].text is 4 deep
+MAX_STOPS = 4  # OpenAI's limit on stop strings
+ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
+
+# Fields accepted only at the value that means "not used", as OpenAI defines each (null is always accepted).
+DEFAULT_ONLY = {"n": 1, "best_of": 1, "echo": False, "logprobs": False, "top_logprobs": 0, "top_p": 1,
+                "min_p": 0, "presence_penalty": 0, "frequency_penalty": 0, "repetition_penalty": 1, "logit_bias": {},
+                "suffix": "", "response_format": {"type": "text"}, "tools": [], "tool_choice": "none",
+                "min_tokens": 0}
+IGNORED = ("user", "metadata", "store", "parallel_tool_calls", "service_tier")
+SUPPORTED = ("model", "prompt", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_k", "seed",
+             "stop", "stream", "stream_options", "ignore_eos")
 
 
 class APIError(Exception):
-    """An error answered to the client as OpenAI does: an HTTP status and {"error": {...}}."""
+    """An error answered to the client as OpenAI does: an HTTP status and {"error": {...}} (`body`)."""
 
     def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None,
                  kind: str = "invalid_request_error"):
         super().__init__(message)
         self.status, self.message, self.param, self.code, self.kind = status, message, param, code, kind
 
-    def response(self) -> JSONResponse:
-        return JSONResponse({"error": {"message": self.message, "type": self.kind, "param": self.param,
-                                       "code": self.code}}, status_code=self.status)
+    def body(self) -> dict:
+        return {"error": {"message": self.message, "type": self.kind, "param": self.param, "code": self.code}}
 
 
-def sse(obj) -> str:
-    return f"data: {json.dumps(obj)}\n\n"
+@dataclass(frozen=True)
+class Parsed:
+    """A request as the engine takes it, checked, with what the answer's formatting needs."""
+
+    prompt_ids: list[int]
+    max_tokens: int
+    temperature: float
+    top_k: int | None
+    seed: int | None
+    stop_ids: tuple[int, ...]  # tokens that end the answer: the end-of-sequence token, unless ignore_eos
+    stop: tuple[str, ...]  # stop strings
+    stream: bool
+    include_usage: bool
+    chat: bool
 
 
-async def json_body(http: HTTPRequest) -> dict:
+def loads(raw: bytes) -> dict:
+    """The JSON object in a request body, or APIError (400) saying why it is not one."""
     try:
-        body = json.loads(await http.body())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        body = json.loads(raw)
+    except RecursionError:
+        raise APIError(400, "The request body nests JSON too deeply to read.") from None
+    except ValueError as e:  # not JSON, not UTF-8, or an integer of more than 4300 digits
         raise APIError(400, f"The request body is not valid JSON: {e}.") from None
     if not isinstance(body, dict):
         raise APIError(400, "The request body must be a JSON object.")
+    for name, value in body.items():
+        if _depth(value) > MAX_DEPTH:
+            raise APIError(400, f"'{name}' nests values more than {MAX_DEPTH} deep; no field needs that.", param=name)
     return body
 
 
-def _field(body: dict, name: str, kinds, default=None, required: bool = False):
-    if name not in body or body[name] is None:
-        if required:
-            raise APIError(400, f"Missing required field '{name}'.", param=name)
+def _depth(value) -> int:
+    """How deep lists and objects nest in `value` (0 for a number or a string), without recursion."""
+    deepest, todo = 0, [(value, 0)]
+    while todo:
+        v, d = todo.pop()
+        if isinstance(v, (list, dict)):
+            if d + 1 > MAX_DEPTH:
+                return d + 1
+            deepest = max(deepest, d + 1)
+            todo += [(x, d + 1) for x in (v.values() if isinstance(v, dict) else v)]
+    return deepest
+
+
+def _field(body: dict, name: str, kinds: tuple, default=None):
+    """body[name] if it is one of `kinds` (bool only if bool is listed), `default` if absent or null."""
+    value = body.get(name)
+    if value is None:
         return default
-    value = body[name]
-    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in _as_tuple(kinds)):
-        names = " or ".join(k.__name__ for k in _as_tuple(kinds))
-        raise APIError(400, f"'{name}' must be {names}, got {type(value).__name__}.", param=name)
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+        names = " or ".join({int: "an integer", float: "a number", str: "a string", bool: "true or false",
+                             list: "a list", dict: "an object"}[k] for k in kinds)
+        raise APIError(400, f"'{name}' must be {names}, got {params.shown(value)}.", param=name)
     return value
 
 
-def _as_tuple(kinds) -> tuple:
-    return kinds if isinstance(kinds, tuple) else (kinds,)
+def _same(value, default) -> bool:
+    """value == default, but true is not 1 and 0 is not false."""
+    if isinstance(value, bool) != isinstance(default, bool):
+        return False
+    return value == default
 
 
-def parse(body: dict, chat: bool, tokenizer, model_name: str, capacity: int):
-    """(prompt ids, engine Request, options) from a request body, or APIError saying what is wrong."""
-    model = _field(body, "model", str, required=True)
+def _text(name: str, value: str) -> str:
+    try:
+        params.check_text(value, name)
+    except params.InvalidParameter as e:
+        raise APIError(400, str(e), param=name) from None
+    return value
+
+
+def _messages(body: dict) -> list[dict]:
+    """The chat's messages as the template takes them: [{"role", "content": str}], roles mapped."""
+    messages = _field(body, "messages", (list,))
+    if not messages:
+        raise APIError(400, "Missing required field 'messages': a non-empty list of {\"role\", \"content\"}.",
+                       param="messages")
+    out = []
+    for i, m in enumerate(messages):
+        where = f"messages[{i}]"
+        if not isinstance(m, dict) or not isinstance(m.get("role"), str):
+            raise APIError(400, f"{where} must be an object with a 'role' and a 'content'.", param="messages")
+        if m["role"] not in ROLES:
+            raise APIError(400, f"{where} has the role {params.shown(m['role'])}; this server takes "
+                           f"{', '.join(ROLES)} (no tools).", param="messages")
+        content = m.get("content")
+        if content is None and m["role"] == "assistant":
+            content = ""
+        if isinstance(content, list):  # parts, as the official client's typed messages send them
+            if not all(isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)
+                       for p in content):
+                raise APIError(400, f"{where}.content must be a string or a list of "
+                               "{\"type\": \"text\", \"text\": str} parts: this model reads text only.",
+                               param="messages")
+            content = "\n".join(p["text"] for p in content)
+        if not isinstance(content, str):
+            raise APIError(400, f"{where}.content must be a string or a list of text parts, got "
+                           f"{params.shown(content)}.", param="messages")
+        out.append({"role": ROLES[m["role"]], "content": _text("messages", content)})
+    return out
+
+
+def parse(body: dict, chat: bool, tokenizer, model_name: str, capacity: int, vocab_size: int) -> Parsed:
+    """The request in a completions (`chat` False) or chat body, checked against a context of `capacity`
+    tokens; or APIError, whose `param` names the first field found wrong. Tokenizes the prompt: call it off
+    the event loop."""
+    model = _field(body, "model", (str,))
+    if model is None:
+        raise APIError(400, "Missing required field 'model'.", param="model")
     if model != model_name:
-        raise APIError(404, f"The model '{model}' does not exist; this server serves '{model_name}'.",
+        raise APIError(404, f"The model {params.shown(model)} does not exist; this server serves '{model_name}'.",
                        param="model", code="model_not_found")
+    for name, default in DEFAULT_ONLY.items():
+        if body.get(name) is not None and not _same(body[name], default):
+            raise APIError(400, f"'{name}' is not supported by this server: leave it out, or send "
+                           f"{json.dumps(default)}.", param=name)
     if chat:
-        messages = _field(body, "messages", list, required=True)
-        if not messages or not all(isinstance(m, dict) and isinstance(m.get("role"), str)
-                                   and isinstance(m.get("content"), str) for m in messages):
-            raise APIError(400, "'messages' must be a non-empty list of {\"role\": str, \"content\": str}.",
-                           param="messages")
-        prompt_ids = tokenizer.encode(tokenizer.apply_chat_template(messages))
+        prompt_param = "messages"
+        prompt_ids = tokenizer.encode(tokenizer.apply_chat_template(_messages(body)))
     else:
-        prompt = _field(body, "prompt", (str, list), required=True)
-        if isinstance(prompt, list):
-            if not prompt or not all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
-                raise APIError(400, "A list 'prompt' must be a non-empty list of token ids (integers); "
-                               "send several prompts as separate requests.", param="prompt")
+        prompt_param = "prompt"
+        prompt = _field(body, "prompt", (str, list))
+        if prompt is None:
+            raise APIError(400, "Missing required field 'prompt'.", param="prompt")
+        if isinstance(prompt, str):
+            prompt_ids = tokenizer.encode(_text("prompt", prompt))
+        elif all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
             prompt_ids = prompt
         else:
-            prompt_ids = tokenizer.encode(prompt)
-    if _field(body, "n", int, 1) != 1:
-        raise APIError(400, "Only n = 1 is supported: send one request per completion.", param="n")
-    default_max = 16 if not chat else capacity - len(prompt_ids)
-    max_tokens = _field(body, "max_completion_tokens", int, None) or _field(body, "max_tokens", int, default_max)
-    temperature = float(_field(body, "temperature", (int, float), 1.0))
-    top_k = _field(body, "top_k", int, None)
-    seed = _field(body, "seed", int, None)
-    stop = _field(body, "stop", (str, list), None)
-    stops = [stop] if isinstance(stop, str) else list(stop or [])
-    if not all(isinstance(s, str) and s for s in stops):
-        raise APIError(400, "'stop' must be a non-empty string or a list of them.", param="stop")
-    stream = _field(body, "stream", bool, False)
-    stream_options = _field(body, "stream_options", dict, {}) or {}
-    request = Request(prompt_ids, max_tokens, temperature=temperature, top_k=top_k, seed=seed,
-                      stop_ids=(tokenizer.eos_id,) if chat else ())
-    if max_tokens < 1:
-        raise APIError(400, f"'max_tokens' must be at least 1, got {max_tokens}.", param="max_tokens")
-    if temperature < 0:
-        raise APIError(400, f"'temperature' must be >= 0, got {temperature}.", param="temperature")
-    options = {"stream": stream, "include_usage": bool(stream_options.get("include_usage")), "stop": stops}
-    return prompt_ids, request, options
-
-
-class Response:
-    """What has been generated for one request, as text, and the OpenAI-shaped objects that carry it."""
-
-    def __init__(self, request: Request, tokenizer, model_name: str, chat: bool, options: dict, prompt_tokens: int):
-        self.request, self.tokenizer, self.model_name, self.chat = request, tokenizer, model_name, chat
-        self.options, self.prompt_tokens = options, prompt_tokens
-        self.id = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
-        self.created = int(time.time())
-        self.ids: list[int] = []  # the answer's tokens, as text is made of them
-        self.n_tokens = 0  # tokens generated for this answer (an end-of-turn token included)
-        self.sent_text = ""  # text already handed to the client
-        self.stopped = False  # a stop string or the end of the turn was reached
-
-    def add(self, token: int, t: float) -> str:
-        """Take one token; return the new text it completes (may be "" while a character is incomplete)."""
-        self.n_tokens += 1
-        if self.chat and token == self.tokenizer.eos_id:  # the end of the assistant's turn
-            self.stopped = True
-            return ""
-        self.ids.append(token)
-        text = self.tokenizer.decode(self.ids)
-        for s in self.options["stop"]:
-            at = text.find(s, max(0, len(self.sent_text) - len(s) + 1))
-            if at != -1:  # a stop string: cut the text there and end the request
-                text, self.stopped = text[:at], True
-        if not self.stopped and text.endswith("\ufffd"):
-            return ""  # half of a multi-byte character: wait for the rest
-        delta, self.sent_text = text[len(self.sent_text):], text
-        return delta
-
-    def flush(self) -> str:
-        """At the end of the answer, the text still held back (a character whose bytes never completed: it
-        goes out as U+FFFD, as a decoder shows it), so that no generated text is swallowed."""
-        if self.stopped:
-            return ""
-        text = self.tokenizer.decode(self.ids)
-        delta, self.sent_text = text[len(self.sent_text):], text
-        return delta
-
-    def finish_reason(self) -> str:
-        return "stop" if self.stopped else "length"
-
-    def usage(self) -> dict:
-        n = self.n_tokens
-        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": n, "total_tokens": self.prompt_tokens + n}
-
-    def chunk(self, delta: str, finish_reason: str | None) -> dict:
-        if self.chat:
-            choice = {"index": 0, "delta": {"role": "assistant", "content": delta} if delta else {},
-                      "finish_reason": finish_reason, "logprobs": None}
-            obj = "chat.completion.chunk"
-        else:
-            choice = {"index": 0, "text": delta, "finish_reason": finish_reason, "logprobs": None}
-            obj = "text_completion"
-        return {"id": self.id, "object": obj, "created": self.created, "model": self.model_name,
-                "choices": [choice]}
-
-    def usage_chunk(self) -> dict:
-        obj = "chat.completion.chunk" if self.chat else "text_completion"
-        return {"id": self.id, "object": obj, "created": self.created, "model": self.model_name, "choices": [],
-                "usage": self.usage()}
-
-    def whole(self) -> dict:
-        if self.chat:
-            choice = {"index": 0, "message": {"role": "assistant", "content": self.sent_text},
-                      "finish_reason": self.finish_reason(), "logprobs": None}
-            obj = "chat.completion"
-        else:
-            choice = {"index": 0, "text": self.sent_text, "finish_reason": self.finish_reason(), "logprobs": None}
-            obj = "text_completion"
-        return {"id": self.id, "object": obj, "created": self.created, "model": self.model_name,
-                "choices": [choice], "usage": self.usage()}
+            raise APIError(400, "'prompt' must be a string or one list of token ids (integers); send several "
+                           "prompts as separate requests.", param="prompt")
+    length_param = "max_completion_tokens" if body.get("max_completion_tokens") is not None else "max_tokens"
+    max_tokens = body.get(length_param)
+    if max_tokens is None:
+        max_tokens = capacity - len(prompt_ids) if chat else 16
+    temperature = body.get("temperature")
+    top_k = body.get("top_k")
+    if isinstance(top_k, int) and not isinstance(top_k, bool) and top_k in (-1, 0):
+        top_k = None  # vLLM's and SGLang's way of saying "every token"
+    try:
+        max_tokens, temperature, top_k, seed = params.check(
+            prompt_tokens=len(prompt_ids), lowest_id=min(prompt_ids, default=0), highest_id=max(prompt_ids, default=0),
+            max_tokens=max_tokens, temperature=1.0 if temperature is None else temperature, top_k=top_k,
+            seed=body.get("seed"), context=capacity, vocab_size=vocab_size, prompt_param=prompt_param,
+            length_param=length_param)
+    except params.InvalidParameter as e:
+        raise APIError(400, str(e), param=e.param) from None
+    stop = _field(body, "stop", (str, list), [])
+    stops = [stop] if isinstance(stop, str) else stop
+    if len(stops) > MAX_STOPS or not all(isinstance(s, str) and s for s in stops):
+        raise APIError(400, f"'stop' must be a non-empty string or a list of at most {MAX_STOPS} of them.",
+                       param="stop")
+    for s in stops:
+        _text("stop", s)
+    stream = _field(body, "stream", (bool,), False)
+    include_usage = _field(body, "stream_options", (dict,), {}).get("include_usage")
+    if include_usage is not None and not isinstance(include_usage, bool):
+        raise APIError(400, "'stream_options.include_usage' must be true or false.", param="stream_options")
+    ignore_eos = _field(body, "ignore_eos", (bool,), False)
+    return Parsed(list(prompt_ids), max_tokens, temperature, top_k, seed,
+                  () if ignore_eos else (tokenizer.eos_id,), tuple(stops), stream, bool(include_usage), chat)

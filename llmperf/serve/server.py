@@ -1,11 +1,24 @@
-"""The HTTP server: the engine in its own thread, Starlette on uvicorn in front, one asyncio queue per request
-between them. `create_app` builds the application; `background` runs one on a free port for a test, a
-benchmark or a chapter.
+"""The HTTP server: Starlette on uvicorn in front of an `EngineThread`. `create_app` builds the application,
+`serve` runs it until SIGTERM or Ctrl-C, `background` runs one on a free port for a test, a benchmark or a
+chapter.
+
+Every request is treated as hostile, and bounded:
+
+- its body is read with a size limit (413 as soon as it is passed, or at once from Content-Length) and a
+  time limit (408); parsing and tokenizing happen in a worker thread, so /health answers meanwhile;
+- every error is JSON in OpenAI's shape, unknown paths and wrong methods included; anything unexpected is a
+  JSON 500 with a message, and is logged;
+- a client that goes away, streaming or not, has its request cancelled: its slot is free at the next step;
+- a connection that opens and sends nothing is closed after uvicorn's keep-alive timeout;
+- on SIGTERM or Ctrl-C every request in flight fails at once with a stated error (503), and the server ends
+  within a few seconds whatever state it is in.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -13,87 +26,76 @@ from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
 from starlette.requests import Request as HTTPRequest
-from starlette.responses import JSONResponse, StreamingResponse
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from ..engine import Engine, Request
-from .protocol import APIError, Response, json_body, parse, sse
+from .answer import Answer
+from .protocol import APIError, loads, parse
+from .worker import EngineThread
+
+log = logging.getLogger("llmperf.serve")
+MAX_BODY = 1 << 20  # bytes: a 2,048-token context is a few KB of text, or of token ids
+BODY_TIMEOUT = 30.0  # seconds for a body to arrive
+ROUTES = "POST /v1/completions, POST /v1/chat/completions, GET /v1/models and GET /health"
 
 
-class EngineThread:
-    """Runs `engine.step()` in a background thread while there is work, and hands each token to the asyncio
-    queue of the request it belongs to."""
+class JSON(JSONResponse):
+    """A JSON response in plain ASCII: text that is not valid Unicode (a lone surrogate) still encodes."""
 
-    def __init__(self, engine: Engine):
-        self.engine = engine
-        self.queues: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Queue, Request]] = {}
-        self._queues_lock = threading.Lock()  # the event loop adds entries while the engine thread reads them
-        self._work = threading.Event()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="llmperf-engine", daemon=True)
+    def render(self, content) -> bytes:
+        return json.dumps(content, allow_nan=False, separators=(",", ":")).encode("ascii")
 
-    def start(self) -> None:
-        self._thread.start()
 
-    def stop(self) -> None:
-        self._stop.set()
-        self._work.set()
-        self._thread.join()
+def error(e: APIError) -> JSON:
+    return JSON(e.body(), status_code=e.status)
 
-    def submit(self, request: Request) -> asyncio.Queue:
-        """Queue `request`; its tokens arrive on the returned queue as (token, time), then None when it ends."""
-        queue: asyncio.Queue = asyncio.Queue()
-        with self._queues_lock:
-            self.queues[request.id] = (asyncio.get_running_loop(), queue, request)
-        self.engine.submit(request)
-        self._work.set()
-        return queue
 
-    def cancel(self, request: Request) -> None:
-        self.engine.cancel(request)
-        self._work.set()
+def sse(obj) -> str:
+    return f"data: {json.dumps(obj)}\n\n"
 
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            if self.engine.idle:
-                self._work.wait(timeout=0.1)
-                self._work.clear()
-                continue
-            try:
-                emitted = self.engine.step()
-            except Exception as e:  # a failed step must not leave clients waiting forever
-                self._fail_all(e)
-                continue
-            for request, token, t in emitted:
-                self._send(request, (token, t))
-            with self._queues_lock:
-                ended = [self.queues.pop(i) for i, (_, _, r) in list(self.queues.items()) if r.done]
-            for loop, queue, _ in ended:
-                loop.call_soon_threadsafe(queue.put_nowait, None)
 
-    def _send(self, request: Request, item) -> None:
-        with self._queues_lock:
-            loop, queue, _ = self.queues[request.id]
-        loop.call_soon_threadsafe(queue.put_nowait, item)
+async def read_body(http: HTTPRequest, limit: int, timeout: float) -> bytes:
+    """The request's body, refused (APIError 413) as soon as it is longer than `limit` bytes, or (408) if it has
+    not all arrived within `timeout` seconds."""
+    declared = http.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise APIError(413, f"The request body is {int(declared):,} bytes; this server reads at most {limit:,}.",
+                       code="request_too_large")
+    loop, body = asyncio.get_running_loop(), bytearray()
+    deadline = loop.time() + timeout
+    chunks = http.stream().__aiter__()
+    while True:
+        try:
+            chunk = await asyncio.wait_for(chunks.__anext__(), max(deadline - loop.time(), 0.0))
+        except StopAsyncIteration:
+            return bytes(body)
+        except asyncio.TimeoutError:
+            raise APIError(408, f"The request body did not arrive within {timeout:g} s.", code="timeout") from None
+        body += chunk
+        if len(body) > limit:
+            raise APIError(413, f"The request body is longer than {limit:,} bytes, the most this server reads.",
+                           code="request_too_large")
 
-    def _fail_all(self, error: Exception) -> None:
-        for i, slot in enumerate(self.engine.slots):
-            if slot is not None:
-                slot.request.finish_reason = "error"
-                self.engine.slots[i] = None
-        with self._queues_lock:
-            ended, self.queues = list(self.queues.values()), {}
-        for loop, queue, _ in ended:
-            loop.call_soon_threadsafe(queue.put_nowait, error)
+
+async def until_disconnected(http: HTTPRequest) -> None:
+    """Return when the client has gone away (its body has been read, so the next message is the disconnect)."""
+    while (await http.receive())["type"] != "http.disconnect":
+        pass
 
 
 def create_app(model, tokenizer, model_name: str = "smollm2-135m-instruct", max_batch: int = 8,
-               capacity: int = 2048, policy: str = "continuous", max_queue: int = 256) -> Starlette:
+               capacity: int = 2048, policy: str = "continuous", max_queue: int = 256, max_body: int = MAX_BODY,
+               body_timeout: float = BODY_TIMEOUT) -> Starlette:
     """The Starlette application serving `model` under the name `model_name`."""
     engine = Engine(model, max_batch=max_batch, capacity=capacity, policy=policy)
     worker = EngineThread(engine)
     created = int(time.time())
+    vocab = model.cfg.vocab_size
 
     @asynccontextmanager
     async def lifespan(app):
@@ -102,10 +104,13 @@ def create_app(model, tokenizer, model_name: str = "smollm2-135m-instruct", max_
         worker.stop()
 
     async def health(_: HTTPRequest):
-        return JSONResponse({"status": "ok", "active": engine.active, "waiting": engine.waiting})
+        if worker.dead or not worker.alive:
+            return JSON({"status": "unavailable", "message": worker.dead or "The engine is not running."},
+                        status_code=503)
+        return JSON({"status": "ok", "active": engine.active, "waiting": engine.waiting})
 
     async def models(_: HTTPRequest):
-        return JSONResponse({"object": "list", "data": [
+        return JSON({"object": "list", "data": [
             {"id": model_name, "object": "model", "created": created, "owned_by": "llmperf"}]})
 
     async def completions(http: HTTPRequest):
@@ -114,63 +119,127 @@ def create_app(model, tokenizer, model_name: str = "smollm2-135m-instruct", max_
     async def chat_completions(http: HTTPRequest):
         return await _complete(http, chat=True)
 
+    def _prepare(raw: bytes, chat: bool):  # in a worker thread: JSON, the chat template, the tokenizer
+        return parse(loads(raw), chat, tokenizer, model_name, capacity, vocab)
+
     async def _complete(http: HTTPRequest, chat: bool):
         try:
-            body = await json_body(http)
-            prompt_ids, request, options = parse(body, chat, tokenizer, model_name, capacity)
-            engine.check(request)
+            parsed = await run_in_threadpool(_prepare, await read_body(http, max_body, body_timeout), chat)
             if engine.waiting >= max_queue:
                 raise APIError(503, f"The server's queue is full ({max_queue} requests waiting). Retry later.",
                                code="overloaded", kind="server_error")
+            request = Request(parsed.prompt_ids, parsed.max_tokens, temperature=parsed.temperature,
+                              top_k=parsed.top_k, seed=parsed.seed, stop_ids=parsed.stop_ids)
+            queue = worker.submit(request)
         except APIError as e:
-            return e.response()
-        except ValueError as e:  # the engine's own checks: context length, token ids
-            return APIError(400, str(e)).response()
-        queue = worker.submit(request)
-        response = Response(request, tokenizer, model_name, chat, options, len(prompt_ids))
-        if options["stream"]:
-            return StreamingResponse(_stream(queue, request, response), media_type="text/event-stream")
+            return error(e)
+        except ClientDisconnect:
+            return Response(status_code=400)  # nobody is there to read it
+        answer = Answer(parsed, tokenizer, model_name)
+        if parsed.stream:
+            return StreamingResponse(_stream(queue, request, answer), media_type="text/event-stream")
+        watcher = asyncio.ensure_future(until_disconnected(http))
+        watcher.add_done_callback(lambda w: w.cancelled() or queue.put_nowait(ClientDisconnect()))
         try:
             while (item := await queue.get()) is not None:
-                if isinstance(item, Exception):
-                    return APIError(500, f"The model failed: {item}", kind="server_error").response()
-                response.add(*item)
-                if response.stopped:
+                if isinstance(item, APIError):
+                    return error(item)
+                if isinstance(item, ClientDisconnect):
+                    return Response(status_code=400)  # nobody is there to read it
+                answer.add(item[0])
+                if answer.stopped:
                     break
-            response.flush()
+            answer.flush()
         finally:  # a stop string, or the client went away: free the slot
+            watcher.cancel()
             if not request.done:
                 worker.cancel(request)
-        return JSONResponse(response.whole())
+        return JSON(answer.whole())
 
-    async def _stream(queue: asyncio.Queue, request: Request, response: "Response"):
+    async def _stream(queue: asyncio.Queue, request: Request, answer: Answer):
         try:
             while (item := await queue.get()) is not None:
-                if isinstance(item, Exception):
-                    yield sse({"error": {"message": f"The model failed: {item}", "type": "server_error"}})
+                if isinstance(item, APIError):
+                    yield sse(item.body())
                     return
-                delta = response.add(*item)
+                delta = answer.add(item[0])
                 if delta:
-                    yield sse(response.chunk(delta, None))
-                if response.stopped:
+                    yield sse(answer.chunk(delta, None))
+                if answer.stopped:
                     break
-            rest = response.flush()
+            rest = answer.flush()
             if rest:
-                yield sse(response.chunk(rest, None))
-            yield sse(response.chunk("", response.finish_reason()))
-            if response.options["include_usage"]:
-                yield sse(response.usage_chunk())
+                yield sse(answer.chunk(rest, None))
+            yield sse(answer.chunk("", answer.finish_reason()))
+            if answer.parsed.include_usage:
+                yield sse(answer.usage_chunk())
             yield "data: [DONE]\n\n"
         finally:  # also when the client went away: Starlette cancels this generator
             if not request.done:
                 worker.cancel(request)
 
+    async def http_error(http: HTTPRequest, e: HTTPException):
+        if e.status_code == 404:
+            message = f"There is nothing at {http.method} {http.url.path}. This server answers {ROUTES}."
+        elif e.status_code == 405:
+            message = f"{http.url.path} does not take {http.method}. This server answers {ROUTES}."
+        else:
+            message = e.detail
+        response = error(APIError(e.status_code, message))
+        response.headers.update(e.headers or {})
+        return response
+
+    async def unexpected(http: HTTPRequest, e: Exception):
+        log.error("%s %s failed", http.method, http.url.path, exc_info=e)
+        return error(APIError(500, f"The server failed on this request: {type(e).__name__}: {e}",
+                              kind="server_error"))
+
     routes = [Route("/health", health), Route("/v1/models", models),
               Route("/v1/completions", completions, methods=["POST"]),
               Route("/v1/chat/completions", chat_completions, methods=["POST"])]
-    app = Starlette(routes=routes, lifespan=lifespan)
-    app.state.engine = engine
+    app = Starlette(routes=routes, lifespan=lifespan,
+                    exception_handlers={HTTPException: http_error, Exception: unexpected})
+    app.state.engine, app.state.worker = engine, worker
     return app
+
+
+def _server(app: Starlette, host: str, port: int):
+    """A uvicorn server for `app` that, as it begins to shut down, fails every request in flight with a stated
+    error (so that their connections close and it can end), and closes connections that send nothing."""
+    import uvicorn
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class Protocol(H11Protocol):
+        """uvicorn arms its keep-alive timer only after a response: armed as a connection opens too, a client that
+        connects and sends nothing is closed after `timeout_keep_alive` seconds instead of held forever."""
+
+        def connection_made(self, transport):
+            super().connection_made(transport)
+            self.timeout_keep_alive_task = self.loop.call_later(self.timeout_keep_alive,
+                                                                self.timeout_keep_alive_handler)
+
+    class Server(uvicorn.Server):
+        async def shutdown(self, sockets=None):
+            app.state.worker.stop_soon("The server is shutting down.")
+            await super().shutdown(sockets)
+
+    return Server(uvicorn.Config(app, host=host, port=port, log_level="warning", http=Protocol,
+                                 timeout_keep_alive=5, timeout_graceful_shutdown=3))
+
+
+def serve(app: Starlette, host: str = "127.0.0.1", port: int = 8000) -> None:
+    """Serve `app` in this (main) thread until SIGTERM or Ctrl-C, then return: what `python -m llmperf.serve`
+    runs. uvicorn handles either signal by shutting down, then raises it again; here both arrive as
+    KeyboardInterrupt, which ends the call."""
+    import signal
+
+    before = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        _server(app, host, port).run()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 @dataclass(frozen=True)
@@ -201,9 +270,7 @@ def background(app: Starlette, host: str = "127.0.0.1", port: int = 0, timeout: 
         with background(create_app(model, tokenizer, max_batch=8)) as server:
             records = asyncio.run(bench.run(server.url, "smollm2-135m-instruct", prompts, 16, rate=2.0))
     """
-    import uvicorn
-
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
+    server = _server(app, host, port)
     thread = threading.Thread(target=server.run, name="llmperf-http", daemon=True)
     thread.start()
     deadline = time.perf_counter() + timeout

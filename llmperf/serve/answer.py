@@ -1,0 +1,98 @@
+"""One answer as it is generated: token ids in, text out, and the OpenAI-shaped objects that carry it.
+
+Text is what the tokenizer decodes from the answer's ids, special tokens left out (an end-of-sequence token,
+or <|im_start|> when `ignore_eos` lets the model go on, has no text), cut before the first stop string. While
+the answer streams, two kinds of text are held back, because a later token can still change them:
+
+- a character whose bytes are not all there yet (the decoder shows U+FFFD until they are);
+- an ending that could be the start of a stop string: with stop " Paris", a sent " Par" could not be taken
+  back when "is" arrives.
+
+Held text waits whole, with the rest of its token's text, so a stream has at most one chunk per token (a
+client that counts chunks never counts more than the tokens). The chunks a streaming client joins are exactly
+the text of the whole answer, for chat and completions alike, and no chunk ever holds text past a stop string.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+from .protocol import Parsed
+
+
+class Answer:
+    """What has been generated for one request, as text, and the chunks and bodies that carry it."""
+
+    def __init__(self, parsed: Parsed, tokenizer, model_name: str):
+        self.parsed, self.tokenizer, self.model_name, self.chat = parsed, tokenizer, model_name, parsed.chat
+        self.id = ("chatcmpl-" if self.chat else "cmpl-") + uuid.uuid4().hex
+        self.created = int(time.time())
+        self.ids: list[int] = []  # the answer's tokens that make its text (a stopping token is not one)
+        self.n_tokens = 0  # tokens generated for this answer, a stopping token included
+        self.sent_text = ""  # text already handed to the client: always the start of the final text
+        self.stopped = False  # a stop string or a stopping token was reached
+
+    def add(self, token: int) -> str:
+        """Take one token; return the text that may be sent now ("" while some is held back)."""
+        self.n_tokens += 1
+        if token in self.parsed.stop_ids:
+            self.stopped = True
+            return self._release(final=True)
+        self.ids.append(token)
+        return self._release(final=False)
+
+    def flush(self) -> str:
+        """At the end of the answer, the text still held back (a character whose bytes never completed goes
+        out as U+FFFD, as a decoder shows it), so that no generated text is swallowed."""
+        return self._release(final=True)
+
+    def _release(self, final: bool) -> str:
+        text = self.tokenizer.decode(self.ids, skip_special_tokens=True)
+        cut = min((at for at in (text.find(s) for s in self.parsed.stop) if at != -1), default=-1)
+        if cut != -1:  # a stop string: the text ends before it, and so does the request
+            text, self.stopped, final = text[:cut], True, True
+        if not final and self._unsettled(text):
+            return ""  # the new text waits, whole, for the token that settles it: at most one chunk per token
+        delta = text[len(self.sent_text):]
+        self.sent_text += delta
+        return delta
+
+    def _unsettled(self, text: str) -> int:
+        """How many characters at the end of `text` a later token could still change."""
+        held = len(text) - len(text.rstrip("\ufffd"))  # an incomplete character
+        for s in self.parsed.stop:  # the longest ending that starts a stop string
+            held = max(held, next((k for k in range(min(len(s) - 1, len(text)), 0, -1) if text.endswith(s[:k])), 0))
+        return held
+
+    def finish_reason(self) -> str:
+        return "stop" if self.stopped else "length"
+
+    def usage(self) -> dict:
+        p, n = len(self.parsed.prompt_ids), self.n_tokens
+        return {"prompt_tokens": p, "completion_tokens": n, "total_tokens": p + n}
+
+    def _shell(self, kind: str) -> dict:
+        return {"id": self.id, "object": kind, "created": self.created, "model": self.model_name}
+
+    def chunk(self, delta: str, finish_reason: str | None) -> dict:
+        if self.chat:
+            choice = {"index": 0, "delta": {"role": "assistant", "content": delta} if delta else {},
+                      "finish_reason": finish_reason, "logprobs": None}
+            return {**self._shell("chat.completion.chunk"), "choices": [choice]}
+        choice = {"index": 0, "text": delta, "finish_reason": finish_reason, "logprobs": None}
+        return {**self._shell("text_completion"), "choices": [choice]}
+
+    def usage_chunk(self) -> dict:
+        kind = "chat.completion.chunk" if self.chat else "text_completion"
+        return {**self._shell(kind), "choices": [], "usage": self.usage()}
+
+    def whole(self) -> dict:
+        if self.chat:
+            choice = {"index": 0, "message": {"role": "assistant", "content": self.sent_text},
+                      "finish_reason": self.finish_reason(), "logprobs": None}
+            kind = "chat.completion"
+        else:
+            choice = {"index": 0, "text": self.sent_text, "finish_reason": self.finish_reason(), "logprobs": None}
+            kind = "text_completion"
+        return {**self._shell(kind), "choices": [choice], "usage": self.usage()}
