@@ -72,7 +72,8 @@ async def send(client: httpx.AsyncClient, url: str, model: str, prompt, max_toke
                temperature: float = 0.0) -> RequestRecord:
     """One streaming request; its record, never an exception (errors are recorded in it)."""
     body = {"model": model, "max_tokens": max_tokens, "temperature": temperature, "stream": True,
-            "stream_options": {"include_usage": True}}
+            "stream_options": {"include_usage": True},
+            "ignore_eos": True}  # vLLM's extension, which SGLang and llama.cpp read too: every answer is max_tokens long
     if chat:
         body["messages"] = [{"role": "user", "content": prompt}]
     else:
