@@ -42,7 +42,6 @@ import time
 from collections import Counter, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from numbers import Integral
 
 import torch
 
@@ -114,10 +113,7 @@ class Engine:
         """Raise `params.InvalidParameter` (a ValueError), saying what is wrong, if the engine cannot serve
         `request`; normalise its numbers to plain Python ones. The same checks as `generate` and the server,
         against this engine's `capacity`."""
-        prompt = list(request.prompt)
-        if not all(isinstance(t, Integral) and not isinstance(t, bool) for t in prompt):
-            raise params.InvalidParameter("prompt", "The prompt must be a list of token ids (whole numbers).")
-        request.prompt = [int(t) for t in prompt]
+        request.prompt = prompt = params.token_ids(request.prompt)
         request.max_tokens, request.temperature, request.top_k, request.seed = params.check(
             prompt_tokens=len(prompt), lowest_id=min(prompt, default=0), highest_id=max(prompt, default=0),
             max_tokens=request.max_tokens, temperature=request.temperature, top_k=request.top_k, seed=request.seed,

@@ -65,11 +65,14 @@ def sample(logits: torch.Tensor, temperature: float = 0.0, top_k: int | None = N
     """Next token per sequence, (B, 1), from logits (B, vocab). temperature 0 means greedy (argmax).
 
     The logits are shifted so that the largest is 0 before dividing by the temperature: softmax is the same,
-    and a tiny temperature (1e-300) sends the others to -inf, never inf - inf = NaN, so it samples the argmax.
+    and a tiny temperature sends the others to -inf, never inf - inf = NaN, so it samples the argmax. A
+    temperature below float32's smallest normal number (1e-300 is 0 in float32, and 0 / 0 is NaN) divides as
+    that number, which gives the same distribution: all of it on the largest logits.
     """
     if temperature == 0.0:
         return logits.argmax(dim=-1, keepdim=True)
     logits = logits.float()
+    temperature = max(temperature, torch.finfo(torch.float32).tiny)
     logits = (logits - logits.amax(dim=-1, keepdim=True)) / temperature  # (B, vocab), each row's largest 0
     if top_k is not None:
         kth = torch.topk(logits, min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]  # (B, 1)
@@ -79,7 +82,10 @@ def sample(logits: torch.Tensor, temperature: float = 0.0, top_k: int | None = N
 
 
 def as_batch(prompt_ids, device: torch.device) -> torch.Tensor:
-    """Prompt ids as a (B, S) long tensor on `device`; a list or a 1-D tensor becomes batch 1."""
+    """Prompt ids as a (B, S) long tensor on `device`; a list (of whole numbers: `params.token_ids`) or a 1-D
+    tensor becomes batch 1. Its length and ids are `params.check`'s to judge."""
+    if not isinstance(prompt_ids, torch.Tensor):
+        prompt_ids = params.token_ids(prompt_ids)
     tokens = torch.as_tensor(prompt_ids, dtype=torch.long, device=device)
     if tokens.dim() == 1:
         tokens = tokens[None]  # (1, S)
@@ -88,9 +94,6 @@ def as_batch(prompt_ids, device: torch.device) -> torch.Tensor:
                          f"{tuple(tokens.shape)}.")
     if tokens.shape[0] < 1:
         raise ValueError("Batch size must be at least 1, but the prompt tensor holds 0 sequences.")
-    if tokens.shape[1] < 1:
-        raise ValueError("The prompt is empty: the model needs at least one token to condition on. "
-                         "Encode some text first, e.g. tokenizer.encode('Hello').")
     return tokens
 
 
@@ -98,7 +101,9 @@ def _check_request(model: Transformer, tokens: torch.Tensor, max_new_tokens: int
                    top_k: int | None, seed: int | None = None) -> tuple[int, float, int | None, int | None]:
     """`params.check` against the model's whole context (max_seq_len): the same checks, and messages, as the
     engine and the server."""
-    return params.check(prompt_tokens=tokens.shape[1], lowest_id=int(tokens.min()), highest_id=int(tokens.max()),
+    empty = tokens.numel() == 0
+    return params.check(prompt_tokens=tokens.shape[1], lowest_id=0 if empty else int(tokens.min()),
+                        highest_id=0 if empty else int(tokens.max()),
                         max_tokens=max_new_tokens, temperature=temperature, top_k=top_k, seed=seed,
                         context=model.cfg.max_seq_len, vocab_size=model.cfg.vocab_size)
 

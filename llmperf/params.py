@@ -22,6 +22,7 @@ No torch here: the server's protocol code imports this without the model.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from numbers import Integral, Real
 
 TEMPERATURE_MAX = 2.0  # OpenAI's documented range is 0..2; 0 means greedy
@@ -47,6 +48,19 @@ def whole_number(value, param: str, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, Integral):
         raise InvalidParameter(param, f"{what} must be a whole number, got {shown(value)} ({type(value).__name__}).")
     return int(value)
+
+
+def token_ids(prompt, param: str = "prompt") -> list[int]:
+    """`prompt` as a list of Python ints, or InvalidParameter if it is not a sequence of whole numbers (a string,
+    a float, a bool and a nested list are not token ids). Their range is `check`'s to judge."""
+    if isinstance(prompt, (str, bytes)) or not isinstance(prompt, Sequence):
+        raise InvalidParameter(param, f"The prompt must be a list of token ids (whole numbers), got "
+                               f"{shown(prompt)} ({type(prompt).__name__}).")
+    for i, t in enumerate(prompt):
+        if isinstance(t, bool) or not isinstance(t, Integral):
+            raise InvalidParameter(param, f"The prompt must be a list of token ids (whole numbers); item {i} is "
+                                   f"{shown(t)} ({type(t).__name__}).")
+    return [int(t) for t in prompt]
 
 
 def check_text(text: str, param: str) -> None:
@@ -94,7 +108,7 @@ def check(*, prompt_tokens: int, lowest_id: int, highest_id: int, max_tokens, te
     if top_k is not None:
         top_k = whole_number(top_k, "top_k", "top_k")
         if top_k < 1:
-            raise InvalidParameter("top_k", f"top_k must be at least 1 (or None: every token), got {top_k}.")
+            raise InvalidParameter("top_k", f"top_k must be at least 1 (or left out: every token), got {top_k}.")
     if seed is not None:
         seed = whole_number(seed, "seed", "seed")
         if not SEED_MIN <= seed <= SEED_MAX:

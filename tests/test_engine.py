@@ -133,3 +133,52 @@ def test_a_request_being_prefilled_counts_as_active(tiny, monkeypatch):
     engine.submit(Request([1, 2, 3], 2))
     engine.run()
     assert seen == [1]
+
+
+def failing_on(monkeypatch, name: str, when):
+    """Make llmperf.engine's `name` (sample or decode_step) raise RuntimeError on the calls for which
+    `when(*args)` is true, as a request the engine cannot serve would make it fail."""
+    import llmperf.engine as engine_module
+
+    real = getattr(engine_module, name)
+
+    def flaky(*args):
+        if when(*args):
+            raise RuntimeError(f"{name} failed here")
+        return real(*args)
+
+    monkeypatch.setattr(engine_module, name, flaky)
+
+
+def test_a_request_that_fails_fails_alone(tiny, monkeypatch):
+    """A request whose prefill's sampling fails (seed 666), and one whose third token's does (seed 667), end with
+    finish reason "error" and what failed; the requests decoded beside them get the tokens they get alone."""
+    calls = {666: 0, 667: 0}
+
+    def doomed(logits, temperature, top_k, generator):
+        if generator is None or generator.initial_seed() not in calls:
+            return False
+        calls[generator.initial_seed()] += 1
+        return calls[generator.initial_seed()] == (1 if generator.initial_seed() == 666 else 3)
+
+    failing_on(monkeypatch, "sample", doomed)
+    engine = Engine(tiny, max_batch=4, capacity=32)
+    good = [engine.submit(Request(p, 9)) for p in PROMPTS[:2]]
+    bad = [engine.submit(Request([5, 6], 9, temperature=1.0, seed=s)) for s in (666, 667)]
+    good.append(engine.submit(Request(PROMPTS[2], 9)))
+    engine.run()
+    assert [r.tokens for r in good] == [generate(tiny, r.prompt, 9).tolist() for r in good]
+    assert [(r.finish_reason, len(r.tokens)) for r in bad] == [("error", 0), ("error", 2)]
+    assert all(r.error == "RuntimeError: sample failed here" for r in bad)
+    assert engine.finished == {"length": 3, "error": 2} and engine.idle
+
+
+def test_a_failed_decode_pass_ends_its_batch_and_not_the_waiting_requests(tiny, monkeypatch):
+    failures = iter([True])
+    failing_on(monkeypatch, "decode_step", lambda *args: next(failures, False))
+    engine = Engine(tiny, max_batch=2, capacity=32)
+    requests = [engine.submit(Request(p, 4)) for p in PROMPTS[:4]]
+    engine.run()
+    assert [r.finish_reason for r in requests] == ["error", "error", "length", "length"]
+    assert requests[0].error == "RuntimeError: decode_step failed here" and len(requests[0].tokens) == 1
+    assert [r.tokens for r in requests[2:]] == [generate(tiny, r.prompt, 4).tolist() for r in requests[2:]]

@@ -95,3 +95,12 @@ def test_per_sequence_positions_are_checked(tiny):
         cache.load(2, new_cache(tiny, 1, 8), 4)
     with pytest.raises(ValueError, match="Slot 2 does not exist in a cache of batch size 2"):
         cache.load(0, new_cache(tiny, 2, 8), 4, source_slot=2)
+
+
+@pytest.mark.parametrize("temperature", [1e-30, 1e-300, 5e-324])
+def test_a_tiny_temperature_samples_the_top_token(temperature):
+    """1e-300 is 0 in float32: divided as it is, the top logit would be 0 / 0 = NaN and sampling would fail."""
+    from llmperf.generation import sample
+
+    logits = torch.randn(3, 1000, generator=torch.Generator().manual_seed(0))
+    assert sample(logits, temperature).tolist() == logits.argmax(dim=-1, keepdim=True).tolist()

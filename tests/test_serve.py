@@ -3,36 +3,12 @@
 import asyncio
 import json
 import time
-from contextlib import contextmanager
 
 import httpx
 import pytest
 
-from llmperf import build_model
-from llmperf.config import get_config
 from llmperf.serve import background, create_app
-
-NAME = "smollm2-135m-instruct"
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextmanager
-def running(app):
-    """Serve `app` on a free loopback port in a background thread; yields its base URL."""
-    with background(app) as served:
-        yield served.base
-
-
-def small_model(tokenizer):
-    """A random-weight model of the tiny preset with SmolLM2's vocabulary: fast, and its ids decode."""
-    return build_model(get_config("tiny").with_(vocab_size=tokenizer.vocab_size, max_seq_len=512), "cpu", seed=0)
+from tests.served import NAME, free_port, running, small_model
 
 
 @pytest.fixture(scope="module")
@@ -151,42 +127,14 @@ def test_disconnecting_clients_free_their_slots(server):
     assert engine.finished["cancelled"] - before >= 45, engine.finished
 
 
-def test_two_hundred_requests_at_concurrency_16_all_complete(server):
-    url, _ = server
-
-    async def one(client, i, limit):
-        async with limit:
-            chunks, usage = 0, None
-            async with client.stream("POST", f"{url}/v1/completions", json={
-                    "model": NAME, "prompt": f"Request {i}:", "max_tokens": 1 + i % 5, "stream": True,
-                    "stream_options": {"include_usage": True}}) as r:
-                assert r.status_code == 200
-                async for line in r.aiter_lines():
-                    if not line.startswith("data: ") or line == "data: [DONE]":
-                        continue
-                    event = json.loads(line[6:])
-                    if event.get("usage"):
-                        usage = event["usage"]
-                    elif event["choices"] and event["choices"][0]["finish_reason"] is None:
-                        chunks += 1
-            return i, chunks, usage
-
-    async def run():
-        limit = asyncio.Semaphore(16)
-        async with httpx.AsyncClient(timeout=120) as client:
-            return await asyncio.gather(*(one(client, i, limit) for i in range(200)))
-
-    results = asyncio.run(run())
-    assert len(results) == 200
-    for i, chunks, usage in results:
-        assert usage["completion_tokens"] == 1 + i % 5  # every request got the tokens it asked for
-        assert chunks <= usage["completion_tokens"]  # a chunk per token, fewer only while a character is split
-
-
-def test_python_m_llmperf_serve_starts_answers_and_stops_on_ctrl_c():
+@pytest.mark.parametrize("signal_name", ["SIGINT", "SIGTERM"])  # Ctrl-C; systemd's, Docker's and Kubernetes' stop
+def test_python_m_llmperf_serve_answers_then_stops_at_a_signal_mid_answer(signal_name):
+    """The real command: it answers the chat, then a signal mid-stream ends it within a few seconds, and the
+    stream in flight ends with an error saying why, rather than being cut."""
     import signal
     import subprocess
     import sys
+    import threading
 
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "llmperf.serve", "--port", str(port), "--max-batch", "2"],
@@ -205,13 +153,31 @@ def test_python_m_llmperf_serve_starts_answers_and_stops_on_ctrl_c():
             "model": NAME, "messages": [{"role": "user", "content": "What is the capital of France?"}],
             "max_tokens": 12, "temperature": 0})
         assert r.status_code == 200 and "Paris" in r.json()["choices"][0]["message"]["content"]
-        proc.send_signal(signal.SIGINT)  # Ctrl-C
+        lines, first = [], threading.Event()
+
+        def long_answer():
+            with httpx.stream("POST", f"http://127.0.0.1:{port}/v1/completions", timeout=60, json={
+                    "model": NAME, "prompt": "Once upon a time", "max_tokens": 1500, "stream": True,
+                    "ignore_eos": True}) as streamed:
+                for line in streamed.iter_lines():
+                    lines.append(line)
+                    first.set()
+
+        reader = threading.Thread(target=long_answer)
+        reader.start()
+        assert first.wait(60)
+        proc.send_signal(getattr(signal, signal_name))
+        sent = time.perf_counter()
         out, _ = proc.communicate(timeout=30)
+        took = time.perf_counter() - sent
+        reader.join(10)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 0, out
-    assert f"http://127.0.0.1:{port}/v1" in out and "Traceback" not in out
+    assert proc.returncode == 0 and took < 10, (took, out)
+    assert f"http://127.0.0.1:{port}/v1" in out and "Traceback" not in out and "Stopped." in out
+    last = json.loads([line for line in lines if line.startswith("data: ")][-1][6:])
+    assert last["error"]["message"] == "The server is shutting down.", lines[-3:]
 
 
 def test_a_full_queue_answers_503_at_once(smollm2):

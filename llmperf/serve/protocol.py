@@ -180,11 +180,14 @@ def parse(body: dict, chat: bool, tokenizer, model_name: str, capacity: int, voc
             raise APIError(400, "Missing required field 'prompt'.", param="prompt")
         if isinstance(prompt, str):
             prompt_ids = tokenizer.encode(_text("prompt", prompt))
-        elif all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
-            prompt_ids = prompt
+        elif any(isinstance(t, list) for t in prompt):
+            raise APIError(400, "'prompt' must be a string or one list of token ids; send several prompts as "
+                           "separate requests.", param="prompt")
         else:
-            raise APIError(400, "'prompt' must be a string or one list of token ids (integers); send several "
-                           "prompts as separate requests.", param="prompt")
+            try:
+                prompt_ids = params.token_ids(prompt)
+            except params.InvalidParameter as e:
+                raise APIError(400, str(e), param=e.param) from None
     length_param = "max_completion_tokens" if body.get("max_completion_tokens") is not None else "max_tokens"
     max_tokens = body.get(length_param)
     if max_tokens is None:

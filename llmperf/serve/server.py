@@ -9,7 +9,8 @@ Every request is treated as hostile, and bounded:
 - every error is JSON in OpenAI's shape, unknown paths and wrong methods included; anything unexpected is a
   JSON 500 with a message, and is logged;
 - a client that goes away, streaming or not, has its request cancelled: its slot is free at the next step;
-- a connection that opens and sends nothing is closed after uvicorn's keep-alive timeout;
+- a connection that has not sent a whole request head within `idle_timeout` s (5) of opening, or of its last
+  answer, is closed: one that sends nothing, or trickles its headers, holds nothing for long;
 - on SIGTERM or Ctrl-C every request in flight fails at once with a stated error (503), and the server ends
   within a few seconds whatever state it is in.
 """
@@ -41,6 +42,7 @@ from .worker import EngineThread
 log = logging.getLogger("llmperf.serve")
 MAX_BODY = 1 << 20  # bytes: a 2,048-token context is a few KB of text, or of token ids
 BODY_TIMEOUT = 30.0  # seconds for a body to arrive
+IDLE_TIMEOUT = 5.0  # seconds for a request's head to arrive, on a new connection or after an answer
 ROUTES = "POST /v1/completions, POST /v1/chat/completions, GET /v1/models and GET /health"
 
 
@@ -90,8 +92,11 @@ async def until_disconnected(http: HTTPRequest) -> None:
 
 def create_app(model, tokenizer, model_name: str = "smollm2-135m-instruct", max_batch: int = 8,
                capacity: int = 2048, policy: str = "continuous", max_queue: int = 256, max_body: int = MAX_BODY,
-               body_timeout: float = BODY_TIMEOUT) -> Starlette:
-    """The Starlette application serving `model` under the name `model_name`."""
+               body_timeout: float = BODY_TIMEOUT, idle_timeout: float = IDLE_TIMEOUT) -> Starlette:
+    """The Starlette application serving `model` under the name `model_name`.
+
+    A body must arrive within `body_timeout` s and be at most `max_body` bytes; a connection that has not sent a
+    whole request head within `idle_timeout` s of opening (or of its last answer) is closed."""
     engine = Engine(model, max_batch=max_batch, capacity=capacity, policy=policy)
     worker = EngineThread(engine)
     created = int(time.time())
@@ -199,7 +204,7 @@ def create_app(model, tokenizer, model_name: str = "smollm2-135m-instruct", max_
               Route("/v1/chat/completions", chat_completions, methods=["POST"])]
     app = Starlette(routes=routes, lifespan=lifespan,
                     exception_handlers={HTTPException: http_error, Exception: unexpected})
-    app.state.engine, app.state.worker = engine, worker
+    app.state.engine, app.state.worker, app.state.idle_timeout = engine, worker, idle_timeout
     return app
 
 
@@ -210,13 +215,19 @@ def _server(app: Starlette, host: str, port: int):
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
     class Protocol(H11Protocol):
-        """uvicorn arms its keep-alive timer only after a response: armed as a connection opens too, a client that
-        connects and sends nothing is closed after `timeout_keep_alive` seconds instead of held forever."""
+        """uvicorn arms its keep-alive timer only after a response, and disarms it at the first byte that
+        arrives. Here it is armed as a connection opens too, and disarmed only once a whole request head has
+        arrived (uvicorn does that as it parses one): a client that connects and sends nothing, or trickles a
+        header a byte at a time, is closed after `timeout_keep_alive` seconds instead of held forever."""
 
         def connection_made(self, transport):
             super().connection_made(transport)
             self.timeout_keep_alive_task = self.loop.call_later(self.timeout_keep_alive,
                                                                 self.timeout_keep_alive_handler)
+
+        def data_received(self, data: bytes) -> None:
+            self.conn.receive_data(data)
+            self.handle_events()
 
     class Server(uvicorn.Server):
         async def shutdown(self, sockets=None):
@@ -224,7 +235,7 @@ def _server(app: Starlette, host: str, port: int):
             await super().shutdown(sockets)
 
     return Server(uvicorn.Config(app, host=host, port=port, log_level="warning", http=Protocol,
-                                 timeout_keep_alive=5, timeout_graceful_shutdown=3))
+                                 timeout_keep_alive=app.state.idle_timeout, timeout_graceful_shutdown=3))
 
 
 def serve(app: Starlette, host: str = "127.0.0.1", port: int = 8000) -> None:
