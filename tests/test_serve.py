@@ -176,8 +176,9 @@ def test_python_m_llmperf_serve_answers_then_stops_at_a_signal_mid_answer(signal
             proc.kill()
     assert proc.returncode == 0 and took < 10, (took, out)
     assert f"http://127.0.0.1:{port}/v1" in out and "Traceback" not in out and "Stopped." in out
-    last = json.loads([line for line in lines if line.startswith("data: ")][-1][6:])
-    assert last["error"]["message"] == "The server is shutting down.", lines[-3:]
+    data = [line for line in lines if line.startswith("data: ")]
+    assert data[-1] == "data: [DONE]", data[-3:]  # the error, then [DONE], as vLLM ends a stream that failed
+    assert json.loads(data[-2][6:])["error"]["message"] == "The server is shutting down.", data[-3:]
 
 
 def test_a_full_queue_answers_503_at_once(smollm2):

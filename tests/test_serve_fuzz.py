@@ -267,3 +267,27 @@ def test_every_body_is_served_or_refused_for_a_field_it_gets_wrong(fuzzed, chat,
     body = data.draw(bodies(chat, target))
     event("valid" if not wrong_fields(body, chat, tokenizer) else "invalid")
     served_or_refused(client, tokenizer, body, chat)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_the_streamed_text_is_the_whole_text_cut_at_the_first_stop(smollm2, data):
+    """Whatever the ids (pieces of characters, special tokens, anything), decoded incrementally and held back
+    where a stop string could start, the chunks join to the whole answer's text cut before its first stop
+    string, and no more than one chunk comes per token."""
+    from llmperf.serve import Answer, Parsed
+
+    _, tokenizer = smollm2
+    pieces = [i for i in range(256, 1200) if tokenizer.decode([i]) == "\ufffd"]  # bytes of longer characters
+    ids = data.draw(st.lists(st.integers(0, VOCAB - 1) | st.sampled_from(pieces) | st.sampled_from([0, 1, 2]),
+                             max_size=30))
+    whole = tokenizer.decode(ids, skip_special_tokens=True)
+    stops = data.draw(st.lists(st.builds(lambda a, n: whole[a:a + n], st.integers(0, max(len(whole) - 1, 0)),
+                                         st.integers(1, 6)) | st.text(min_size=1, max_size=3), max_size=2))
+    stops = [s for s in stops if s]
+    answer = Answer(Parsed([1], 64, 0.0, None, None, (), tuple(stops), True, False, False), tokenizer, NAME)
+    chunks = [answer.add(i) for i in ids if not answer.stopped]
+    chunks.append(answer.flush())
+    cut = min((at for at in (whole.find(s) for s in stops) if at != -1), default=len(whole))
+    assert "".join(chunks) == whole[:cut] and answer.stopped == (cut < len(whole)), (ids, stops, chunks)

@@ -280,6 +280,7 @@ def test_if_the_engine_thread_dies_every_request_hears_of_it_and_health_says_so(
 
         streamed, whole, waiting = asyncio.run(in_flight())
         assert "the device is gone" in events(streamed.text)[-1]["error"]["message"]
+        assert streamed.text.rstrip().endswith("data: [DONE]")
         for r in (whole, waiting):
             assert r.status_code == 503 and "Fatal: the device is gone" in r.json()["error"]["message"], r.text
         health = httpx.get(f"{url}/health")

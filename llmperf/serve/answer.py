@@ -1,8 +1,10 @@
 """One answer as it is generated: token ids in, text out, and the OpenAI-shaped objects that carry it.
 
 Text is what the tokenizer decodes from the answer's ids, special tokens left out (an end-of-sequence token,
-or <|im_start|> when `ignore_eos` lets the model go on, has no text), cut before the first stop string. While
-the answer streams, two kinds of text are held back, because a later token can still change them:
+or <|im_start|> when `ignore_eos` lets the model go on, has no text), cut before the first stop string. It is
+decoded incrementally, as vLLM and TGI do: each token decodes only the few ids since the last whole character,
+so a token costs the same at the end of a long answer as at its start. While the answer streams, two kinds of
+text are held back, because a later token can still change them:
 
 - a character whose bytes are not all there yet (the decoder shows U+FFFD until they are);
 - an ending that could be the start of a stop string: with stop " Paris", a sent " Par" could not be taken
@@ -30,6 +32,8 @@ class Answer:
         self.created = int(time.time())
         self.ids: list[int] = []  # the answer's tokens that make its text (a stopping token is not one)
         self.n_tokens = 0  # tokens generated for this answer, a stopping token included
+        self.text = ""  # the text of ids[:read], which ends on a whole character
+        self.prefix, self.read = 0, 0  # ids[prefix:read] decode to the end of `text`: the next decode's context
         self.sent_text = ""  # text already handed to the client: always the start of the final text
         self.stopped = False  # a stop string or a stopping token was reached
 
@@ -47,8 +51,20 @@ class Answer:
         out as U+FFFD, as a decoder shows it), so that no generated text is swallowed."""
         return self._release(final=True)
 
+    def _decode(self, final: bool) -> None:
+        """Add to `text` the text of the ids since `read`, unless it ends in the middle of a character (then it
+        waits for the next token), or `final` (then the unfinished character goes out as U+FFFD)."""
+        decode = self.tokenizer.decode
+        known = decode(self.ids[self.prefix:self.read], skip_special_tokens=True)
+        whole = decode(self.ids[self.prefix:], skip_special_tokens=True)  # starts with `known`
+        if whole.endswith("\ufffd") and not final:
+            return
+        self.text += whole[len(known):]
+        self.prefix, self.read = self.read, len(self.ids)
+
     def _release(self, final: bool) -> str:
-        text = self.tokenizer.decode(self.ids, skip_special_tokens=True)
+        self._decode(final)
+        text = self.text
         cut = min((at for at in (text.find(s) for s in self.parsed.stop) if at != -1), default=-1)
         if cut != -1:  # a stop string: the text ends before it, and so does the request
             text, self.stopped, final = text[:cut], True, True
@@ -59,11 +75,9 @@ class Answer:
         return delta
 
     def _unsettled(self, text: str) -> int:
-        """How many characters at the end of `text` a later token could still change."""
-        held = len(text) - len(text.rstrip("\ufffd"))  # an incomplete character
-        for s in self.parsed.stop:  # the longest ending that starts a stop string
-            held = max(held, next((k for k in range(min(len(s) - 1, len(text)), 0, -1) if text.endswith(s[:k])), 0))
-        return held
+        """How many characters at the end of `text` could be the start of a stop string (the longest such)."""
+        return max((next((k for k in range(min(len(s) - 1, len(text)), 0, -1) if text.endswith(s[:k])), 0)
+                    for s in self.parsed.stop), default=0)
 
     def finish_reason(self) -> str:
         return "stop" if self.stopped else "length"

@@ -163,21 +163,25 @@ def create_app(model, tokenizer, model_name: str = "smollm2-135m-instruct", max_
 
     async def _stream(queue: asyncio.Queue, request: Request, answer: Answer):
         try:
+            failed = None
             while (item := await queue.get()) is not None:
                 if isinstance(item, APIError):
-                    yield sse(item.body())
-                    return
+                    failed = item
+                    break
                 delta = answer.add(item[0])
                 if delta:
                     yield sse(answer.chunk(delta, None))
                 if answer.stopped:
                     break
-            rest = answer.flush()
-            if rest:
-                yield sse(answer.chunk(rest, None))
-            yield sse(answer.chunk("", answer.finish_reason()))
-            if answer.parsed.include_usage:
-                yield sse(answer.usage_chunk())
+            if failed is not None:  # the error, then [DONE], as vLLM ends a stream that failed
+                yield sse(failed.body())
+            else:
+                rest = answer.flush()
+                if rest:
+                    yield sse(answer.chunk(rest, None))
+                yield sse(answer.chunk("", answer.finish_reason()))
+                if answer.parsed.include_usage:
+                    yield sse(answer.usage_chunk())
             yield "data: [DONE]\n\n"
         finally:  # also when the client went away: Starlette cancels this generator
             if not request.done:
