@@ -149,10 +149,18 @@ def test_python_m_llmperf_serve_answers_then_stops_at_a_signal_mid_answer(signal
                     break
             except httpx.HTTPError:
                 time.sleep(0.2)
+        question = [{"role": "user", "content": "What is the capital of France?"}]
         r = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", timeout=60, json={
-            "model": NAME, "messages": [{"role": "user", "content": "What is the capital of France?"}],
-            "max_tokens": 12, "temperature": 0})
-        assert r.status_code == 200 and "Paris" in r.json()["choices"][0]["message"]["content"]
+            "model": NAME, "messages": question, "max_tokens": 40, "temperature": 0})
+        assert r.status_code == 200, r.text
+        # The model's end-of-sequence token ends the answer, and is no part of its text.
+        answer = r.json()["choices"][0]
+        assert answer["message"]["content"] == "The capital of France is Paris." and answer["finish_reason"] == "stop"
+        prompt = "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n"
+        r = httpx.post(f"http://127.0.0.1:{port}/v1/completions", timeout=60, json={
+            "model": NAME, "prompt": prompt, "max_tokens": 40, "temperature": 0})
+        assert r.json()["choices"][0]["text"] == answer["message"]["content"], r.text  # completions stop at EOS too
+        assert r.json()["choices"][0]["finish_reason"] == "stop"
         lines, first = [], threading.Event()
 
         def long_answer():
