@@ -28,7 +28,9 @@ alone is decoded at batch 1.
 
 `prefills` counts the steps run so far by how many prefills each began with
 (0 for a step that only decoded), so a run can say how often newcomers
-interrupted the batch, and how many at a time.
+interrupted the batch, and how many at a time. `finished` counts the requests
+ended by finish reason, `prompt_tokens` the prompt tokens prefilled and
+`generated_tokens` every token generated; the server exports them (/metrics).
 
 The engine is driven from one thread (`step`, or `run` until idle); `submit` and
 `cancel` may be called from any thread.
@@ -65,6 +67,7 @@ class Request:
     seed: int | None = None
     id: int = field(default_factory=itertools.count().__next__)
     sent: float = 0.0  # perf_counter() when submitted
+    admitted: float = 0.0  # perf_counter() when its prefill began (its wait in the queue ends)
     tokens: list[int] = field(default_factory=list)
     token_times: list[float] = field(default_factory=list)
     finish_reason: str | None = None  # "length", "stop", "cancelled" or "error"
@@ -106,6 +109,8 @@ class Engine:
         self._lock = threading.Lock()
         self.finished: Counter[str] = Counter()  # requests ended so far, by finish reason
         self.prefills: Counter[int] = Counter()  # steps run so far, by how many prefills each began with
+        self.prompt_tokens = 0  # prompt tokens prefilled so far
+        self.generated_tokens = 0  # tokens generated so far, for every request, however it ended
 
     # --- called from any thread -------------------------------------------------------------
 
@@ -139,6 +144,11 @@ class Engine:
     @property
     def active(self) -> int:
         return sum(s is not None for s in self.slots)
+
+    @property
+    def cache_usage(self) -> float:
+        """The fraction of the KV cache's positions (max_batch slots of `capacity`) that hold a key and value."""
+        return sum(s.position for s in self.slots if s is not None) / (self.max_batch * self.capacity)
 
     @property
     def idle(self) -> bool:
@@ -208,6 +218,7 @@ class Engine:
         """Prefill `request` alone, copy its keys and values into slot i, and emit its first token. If that
         fails, the request fails alone (`_fail`) and slot i is free again."""
         self.slots[i] = _Slot(request, None)  # taken before the prefill: `active` counts it meanwhile
+        request.admitted = time.perf_counter()
         try:
             if request.seed is not None:
                 self.slots[i].generator = torch.Generator(device=self.model.device).manual_seed(request.seed)
@@ -219,6 +230,7 @@ class Engine:
         except Exception as e:  # this request's own failure: the others never see it
             self._fail(i, e)
             return []
+        self.prompt_tokens += len(request.prompt)
         return self._emit(i, token)
 
     def _decode(self) -> list[tuple[Request, int, float]]:
@@ -281,6 +293,7 @@ class Engine:
         request = self.slots[i].request
         request.tokens.append(token)
         request.token_times.append(now)
+        self.generated_tokens += 1
         if token in request.stop_ids:
             request.finish_reason = "stop"
         elif len(request.tokens) == request.max_tokens:

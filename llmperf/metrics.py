@@ -112,9 +112,11 @@ class RequestTimes:
 class RequestRecord:
     """One request of a benchmark run, as a load generator records it.
 
-    `token_times`: arrival of each streamed chunk that carried text; `input_tokens` and `output_tokens`: the
-    server's `usage` (None when it sent none: then one token per chunk is assumed); `error`: why the request
-    failed (a status code, a timeout, a dropped connection), or None.
+    `sent`: when the request left the client; `token_times`: arrival of each streamed chunk that carried text;
+    `input_tokens` and `output_tokens`: the server's `usage` (None when it sent none: then one token per chunk is
+    assumed); `error`: why the request failed (a status code, a timeout, a dropped connection), or None;
+    `queued`: how long it waited in the client for a free slot under a concurrency cap, between its arrival and
+    `sent` (vLLM reports this apart, and, as here, leaves it out of TTFT and E2E).
     """
 
     sent: float
@@ -122,6 +124,7 @@ class RequestRecord:
     input_tokens: int = 0
     output_tokens: int | None = None
     error: str | None = None
+    queued: float = 0.0
 
     @property
     def ok(self) -> bool:

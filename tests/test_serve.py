@@ -284,7 +284,9 @@ def test_python_m_llmperf_bench(server, tmp_path, capsys):
 @pytest.mark.parametrize("argv, words", [
     (["--rate", "0"], "--rate must be > 0"),
     (["--concurrency", "0"], "--concurrency must be at least 1"),
-    (["--rate", "1", "--concurrency", "2"], "not allowed with"),
+    (["--num-requests", "3"], "give --rate (open loop), --concurrency (closed loop), or both"),
+    (["--rate", "1", "--warmups", "-1"], "--warmups must be 0 or more"),
+    (["--rate", "nan"], "--rate must be > 0"),
     (["--rate", "1", "--chat"], "--chat needs --prompts-file"),
     (["--rate", "1", "--output-len", "0"], "need --num-requests"),
 ])
@@ -408,3 +410,59 @@ def test_special_tokens_have_no_text_and_eos_ends_unless_ignored(smollm2):
             going.add(i)
         going.flush()
         assert going.sent_text == "HiHi" and not going.stopped and going.finish_reason() == "length"
+
+
+def scrape(url: str) -> dict[tuple[str, tuple], float]:
+    """/metrics as {(sample name, sorted labels): value}, parsed by prometheus-client's own parser."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    r = httpx.get(f"{url}/metrics")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain"), r.text
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(r.text) for s in family.samples}
+
+
+def test_metrics_count_what_the_requests_were_told(server):
+    """vLLM's names, and the engine's counts: the token counters grow by exactly the summed `usage` of a run,
+    each histogram by one observation per request (or per gap), and the gauges end at zero."""
+    from llmperf.bench import run
+
+    url, app = server
+    label = (("model_name", NAME),)
+    before = scrape(url)
+    records = asyncio.run(run(f"{url}/v1", NAME, [[1001, 1002, 1003]] * 6 + [[1004] * 9] * 6, [5, 9] * 6,
+                              concurrency=3, show_progress=False))
+    assert all(r.ok for r in records)
+    after = scrape(url)
+
+    def grew(name, labels=label):
+        return after[(name, labels)] - before.get((name, labels), 0)
+
+    assert grew("vllm:generation_tokens_total") == sum(r.output_tokens for r in records) == 6 * 5 + 6 * 9
+    assert grew("vllm:prompt_tokens_total") == sum(r.input_tokens for r in records) == 6 * 3 + 6 * 9
+    assert grew("vllm:request_success_total", (("finished_reason", "length"), *label)) == 12
+    for name in ("time_to_first_token_seconds", "e2e_request_latency_seconds", "request_queue_time_seconds",
+                 "request_time_per_output_token_seconds", "request_prompt_tokens", "request_generation_tokens"):
+        assert grew(f"vllm:{name}_count") == 12, name
+    assert grew("vllm:inter_token_latency_seconds_count") == 6 * 4 + 6 * 8
+    assert grew("vllm:request_generation_tokens_sum") == 6 * 5 + 6 * 9
+    for gauge in ("num_requests_running", "num_requests_waiting", "kv_cache_usage_perc"):
+        assert after[(f"vllm:{gauge}", label)] == 0, gauge
+    assert httpx.get(f"{url}/health").json() == {"status": "ok", "active": 0, "waiting": 0}
+
+
+def test_metrics_gauges_while_requests_run(tiny):
+    from llmperf.engine import Engine, Request
+    from llmperf.serve.exported import Exported
+
+    engine = Engine(tiny, max_batch=2, capacity=128)
+    for prompt in ([1, 2, 3], [4, 5], [6]):
+        engine.submit(Request(prompt, 4))
+    engine.step()  # two admitted (a prefill and a first token each), then one decode step: two tokens each
+    text = Exported(engine, "tiny").render().decode()
+    assert 'vllm:num_requests_running{model_name="tiny"} 2.0' in text
+    assert 'vllm:num_requests_waiting{model_name="tiny"} 1.0' in text
+    # Positions filled: each prompt, and each token fed back (all but the newest): (3 + 1) + (2 + 1) of 2 × 128.
+    assert f'vllm:kv_cache_usage_perc{{model_name="tiny"}} {7 / 256}' in text
+    assert 'vllm:prompt_tokens_total{model_name="tiny"} 5.0' in text
+    assert 'vllm:generation_tokens_total{model_name="tiny"} 4.0' in text

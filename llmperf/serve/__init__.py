@@ -11,7 +11,9 @@ and standard benchmark clients work unchanged:
 - POST /v1/chat/completions: the same with "messages" instead of "prompt"
   (content a string or a list of text parts), rendered with the model's chat
   template;
-- GET /v1/models, GET /health.
+- GET /v1/models, GET /health ({"status", "active", "waiting"});
+- GET /metrics: the engine's counts in Prometheus's format, under vLLM's metric
+  names (`exported` has the table).
 
 Every other OpenAI field is served, refused or ignored as the table in
 `protocol` says. An answer ends at the model's end-of-sequence token unless
@@ -35,7 +37,8 @@ asyncio queue.
 The package's modules: `protocol` (OpenAI's fields, parsed and checked, with no
 HTTP and no model), `answer` (token ids to text, stop strings, the answer's
 chunks and bodies), `worker` (the engine's thread and its per-request queues),
-`server` (the Starlette application, its limits, `serve`, `background`) and
+`exported` (/metrics), `server` (the Starlette application, its limits,
+`serve`, `background`) and
 `__main__` (the command).
 """
 

@@ -36,6 +36,7 @@ from starlette.routing import Route
 
 from ..engine import Engine, Request
 from .answer import Answer
+from .exported import CONTENT_TYPE, Exported
 from .protocol import APIError, loads, parse
 from .worker import EngineThread
 
@@ -43,7 +44,7 @@ log = logging.getLogger("llmperf.serve")
 MAX_BODY = 1 << 20  # bytes: a 2,048-token context is a few KB of text, or of token ids
 BODY_TIMEOUT = 30.0  # seconds for a body to arrive
 IDLE_TIMEOUT = 5.0  # seconds for a request's head to arrive, on a new connection or after an answer
-ROUTES = "POST /v1/completions, POST /v1/chat/completions, GET /v1/models and GET /health"
+ROUTES = "POST /v1/completions, POST /v1/chat/completions, GET /v1/models, GET /health and GET /metrics"
 
 
 class JSON(JSONResponse):
@@ -98,7 +99,8 @@ def create_app(model, tokenizer, model_name: str = "smollm2-135m-instruct", max_
     A body must arrive within `body_timeout` s and be at most `max_body` bytes; a connection that has not sent a
     whole request head within `idle_timeout` s of opening (or of its last answer) is closed."""
     engine = Engine(model, max_batch=max_batch, capacity=capacity, policy=policy)
-    worker = EngineThread(engine)
+    exported = Exported(engine, model_name)
+    worker = EngineThread(engine, on_end=exported.ended)
     created = int(time.time())
     vocab = model.cfg.vocab_size
 
@@ -113,6 +115,9 @@ def create_app(model, tokenizer, model_name: str = "smollm2-135m-instruct", max_
             return JSON({"status": "unavailable", "message": worker.dead or "The engine is not running."},
                         status_code=503)
         return JSON({"status": "ok", "active": engine.active, "waiting": engine.waiting})
+
+    async def metrics(_: HTTPRequest):
+        return Response(exported.render(), media_type=CONTENT_TYPE)
 
     async def models(_: HTTPRequest):
         return JSON({"object": "list", "data": [
@@ -203,7 +208,7 @@ def create_app(model, tokenizer, model_name: str = "smollm2-135m-instruct", max_
         return error(APIError(500, f"The server failed on this request: {type(e).__name__}: {e}",
                               kind="server_error"))
 
-    routes = [Route("/health", health), Route("/v1/models", models),
+    routes = [Route("/health", health), Route("/metrics", metrics), Route("/v1/models", models),
               Route("/v1/completions", completions, methods=["POST"]),
               Route("/v1/chat/completions", chat_completions, methods=["POST"])]
     app = Starlette(routes=routes, lifespan=lifespan,

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from collections.abc import Callable
 
 from ..engine import Engine, Request
 from .protocol import APIError
@@ -30,8 +31,8 @@ class EngineThread:
     """Runs `engine.step()` in a background thread while there is work, and hands each token to the asyncio
     queue of the request it belongs to."""
 
-    def __init__(self, engine: Engine):
-        self.engine = engine
+    def __init__(self, engine: Engine, on_end: Callable[[Request], None] | None = None):
+        self.engine, self.on_end = engine, on_end  # on_end(request): told of every request that ends (/metrics)
         self.queues: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Queue, Request]] = {}
         self._queues_lock = threading.Lock()  # the event loop adds entries while the engine thread reads them
         self._work = threading.Event()
@@ -125,6 +126,11 @@ class EngineThread:
             ended = [i for i, (_, _, r) in self.queues.items() if everyone or r.done]
             ended = [self.queues.pop(i) for i in ended]
         for loop, queue, request in ended:
+            if self.on_end is not None and request.done:
+                try:
+                    self.on_end(request)
+                except Exception:  # a failed observation must not fail the request
+                    log.exception("Observing a finished request failed")
             item = None
             if request.finish_reason == "error" or not request.done:
                 status = 503 if self._stopping or self.dead else 500

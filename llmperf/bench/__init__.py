@@ -1,0 +1,29 @@
+"""A load generator for any OpenAI-compatible server: `llmperf.serve`, vLLM, SGLang, TGI, llama.cpp's.
+
+    python -m llmperf.bench --url http://127.0.0.1:8000 --rate 4 --concurrency 8 --warmups 4 --num-requests 100
+
+It sends streaming requests and records, for each, when it was sent, when each
+chunk of text arrived, the token counts the server reports in `usage`, and any
+error (`metrics.RequestRecord`); then it prints `metrics.summarize`'s table.
+
+How it loads a server, open loop at a rate, closed loop at a concurrency, or a rate with a cap, and with
+warm-up requests first, is `load`'s docstring. `--url` takes the server's root, as AIPerf, guidellm and vLLM's
+benchmark do, or its /v1 base, as the `openai` client does (`client.api_base`).
+
+Token timing: each streamed chunk that carries text is one arrival time. A
+server that packs several tokens into one chunk gives fewer arrivals than
+tokens; TPOT stays right (it divides by the token count from `usage`), but the
+inter-token gaps are then gaps between chunks. Without `usage` in the stream
+(a server that ignores `stream_options`), one token per chunk is assumed.
+
+Errors (HTTP status, timeouts, dropped connections) are recorded with the
+request and never stop the run.
+
+The modules: `client` (one request, timed; the API's address), `load` (arrivals, concurrency, warm-up), `watch`
+(the server's own count of requests in flight), `cli` (the command).
+"""
+
+from .cli import load_prompts, main, write_csv  # noqa: F401
+from .client import api_base, discover_model, send  # noqa: F401
+from .load import achieved_rate, arrival_gaps, run, synthetic_prompts  # noqa: F401
+from .watch import watch_in_flight  # noqa: F401

@@ -1,0 +1,136 @@
+"""How a load generator loads a server: when each request is sent, and how many may be in flight.
+
+Three ways, as vLLM's, SGLang's and AIPerf's benchmarks offer them:
+
+- open loop (`rate`): requests arrive at times drawn in advance, whatever the server is doing. The gaps come
+  from a gamma distribution with mean 1/rate and shape `burstiness` (1 is a Poisson process; below 1, burstier),
+  as vLLM's benchmark draws them. A slow server builds a queue, and the latencies show it.
+- closed loop (`concurrency`): that many clients, each sending its next request when its last one ends. A slow
+  server slows the clients down, so the load adapts to the server and hides how long a request would have
+  waited had it come on time ("coordinated omission"). Chapter 6 shows the difference.
+- both (`rate` and `concurrency`): requests arrive at the rate, but at most `concurrency` are in flight; one
+  that arrives when all are busy waits in the client for a free one. That wait is recorded apart
+  (`RequestRecord.queued`) and left out of its TTFT and E2E, which start when it is sent, as vLLM reports it.
+
+`warmups` requests go first, and are thrown away: the first requests to a fresh server pay for what it sets up
+on first use (allocations, compiled kernels, caches). Whether the sender kept to the rate asked for is
+`achieved_rate`: arrivals per second over the run, from the records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+
+import httpx
+
+from ..metrics import RequestRecord
+from ..progress import progress
+from .client import send
+
+
+def arrival_gaps(rate: float, n: int, burstiness: float = 1.0, seed: int = 0) -> list[float]:
+    """Seconds between n successive request sends at `rate` requests/s: gamma-distributed with mean 1/rate and
+    shape `burstiness` (1: exponential gaps, a Poisson process). rate = inf sends them all at once."""
+    if rate <= 0 or burstiness <= 0 or n < 0:
+        raise ValueError(f"Need rate > 0, burstiness > 0 and n >= 0; got {rate}, {burstiness}, {n}.")
+    if math.isinf(rate):
+        return [0.0] * n
+    rng = random.Random(seed)
+    return [rng.gammavariate(burstiness, 1 / (rate * burstiness)) for _ in range(n)]
+
+
+def synthetic_prompts(n: int, input_len: int, vocab: int = 32_000, seed: int = 0) -> list[list[int]]:
+    """n prompts of exactly `input_len` random token ids (ids 1000..vocab-1: ordinary tokens in most
+    vocabularies). Sent as token ids, they have the same length on any server whatever its tokenizer."""
+    if n < 1 or input_len < 1:
+        raise ValueError(f"Need n >= 1 and input_len >= 1; got {n} and {input_len}.")
+    rng = random.Random(seed)
+    return [[rng.randrange(1000, vocab) for _ in range(input_len)] for _ in range(n)]
+
+
+def achieved_rate(records: Sequence[RequestRecord]) -> float | None:
+    """Requests per second at which the run's requests arrived (before any wait for a slot): n − 1 gaps over
+    the span from the first arrival to the last; None for fewer than two requests, inf if all came at once."""
+    arrivals = sorted(r.sent - r.queued for r in records)
+    if len(arrivals) < 2:
+        return None
+    span = arrivals[-1] - arrivals[0]
+    return (len(arrivals) - 1) / span if span > 0 else math.inf
+
+
+async def run(url: str, model: str, prompts: Sequence, max_tokens: "int | Sequence[int]", rate: float | None = None,
+              concurrency: int | None = None, burstiness: float = 1.0, duration: float | None = None,
+              chat: bool = False, timeout: float = 300.0, seed: int = 0, show_progress: bool = True,
+              warmups: int = 0) -> list[RequestRecord]:
+    """Send every prompt (or, with `duration`, as many as start within it) at `rate` (open loop), at
+    `concurrency` (closed loop), or at `rate` with at most `concurrency` in flight; return the records in the
+    order the prompts were given. `max_tokens` is one number for every request, or one per prompt. First,
+    `warmups` requests (the first prompts, again), unrecorded, `concurrency` (or one) at a time."""
+    if rate is None and concurrency is None:
+        raise ValueError("Give a rate (open loop), a concurrency (closed loop), or both (a rate with a cap).")
+    if rate is not None and not rate > 0:
+        raise ValueError(f"rate must be > 0 requests/s (inf sends everything at once), got {rate}.")
+    if concurrency is not None and concurrency < 1:
+        raise ValueError(f"concurrency must be at least 1, got {concurrency}.")
+    if warmups < 0:
+        raise ValueError(f"warmups must be 0 or more, got {warmups}.")
+    lengths = [max_tokens] * len(prompts) if isinstance(max_tokens, int) else list(max_tokens)
+    if len(lengths) != len(prompts):
+        raise ValueError(f"Got {len(lengths)} max_tokens for {len(prompts)} prompts: give one number, or one each.")
+    limits = httpx.Limits(max_connections=concurrency or 1000, max_keepalive_connections=concurrency or 100)
+    records: list[RequestRecord | None] = [None] * len(prompts)
+    async with httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=10.0), limits=limits) as client:
+        if warmups:
+            await _closed_loop(min(concurrency or 1, warmups), range(warmups), lambda i: send(
+                client, url, model, prompts[i % len(prompts)], lengths[i % len(prompts)], chat))
+        bar = progress(range(len(prompts)), "requests") if show_progress else None
+        start = time.perf_counter()
+
+        def late() -> bool:
+            return duration is not None and time.perf_counter() - start >= duration
+
+        async def one(i: int, slots: asyncio.Semaphore | None = None) -> None:
+            arrived = time.perf_counter()
+            if slots is None:
+                records[i] = await send(client, url, model, prompts[i], lengths[i], chat)
+            else:
+                async with slots:
+                    record = await send(client, url, model, prompts[i], lengths[i], chat)
+                records[i] = replace(record, queued=max(record.sent - arrived, 0.0))
+            if bar is not None:
+                bar.update()
+
+        if rate is not None:  # open loop: each request at its own time, whatever the server does
+            slots = asyncio.Semaphore(concurrency) if concurrency is not None else None
+            tasks, at = [], start
+            for i, gap in enumerate(arrival_gaps(rate, len(prompts), burstiness, seed)):
+                at += gap
+                await asyncio.sleep(max(0.0, at - time.perf_counter()))
+                if late():
+                    break
+                tasks.append(asyncio.create_task(one(i, slots)))
+            await asyncio.gather(*tasks)
+        else:  # closed loop: `concurrency` clients, each waiting for its answer before the next request
+            await _closed_loop(concurrency, range(len(prompts)), one, late)
+        if bar is not None:
+            bar.close()
+    return [r for r in records if r is not None]
+
+
+async def _closed_loop(clients: int, items, work, late=lambda: False) -> None:
+    """`clients` loops, each taking the next of `items` and awaiting `work(item)` until none are left (or
+    `late()`)."""
+    todo = iter(items)
+
+    async def client_loop() -> None:
+        for i in todo:
+            if late():
+                return
+            await work(i)
+
+    await asyncio.gather(*(client_loop() for _ in range(clients)))

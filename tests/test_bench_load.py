@@ -1,0 +1,120 @@
+"""The load generator against a running llmperf.serve: the URL as the peers take it, warm-up, a rate with a cap
+on requests in flight, and the rate the requests really arrived at."""
+
+import asyncio
+import json
+
+import pytest
+
+from llmperf.bench import achieved_rate, api_base, arrival_gaps, discover_model, main, run
+from tests.served import NAME, free_port, running, small_app
+
+
+@pytest.fixture(scope="module")
+def server(smollm2):
+    _, tokenizer = smollm2
+    app = small_app(tokenizer, max_batch=4, capacity=128)
+    with running(app) as url:
+        yield url, app.state.engine
+
+
+@pytest.mark.parametrize("url, base", [
+    ("http://127.0.0.1:8000", "http://127.0.0.1:8000/v1"),  # the root, as AIPerf, guidellm and vLLM take it
+    ("http://127.0.0.1:8000/", "http://127.0.0.1:8000/v1"),
+    ("http://127.0.0.1:8000/v1", "http://127.0.0.1:8000/v1"),  # the API's base, as the openai client takes it
+    ("http://127.0.0.1:8000/v1/", "http://127.0.0.1:8000/v1"),
+    (" https://example.org/openai/v1 ", "https://example.org/openai/v1"),
+    ("https://example.org/proxy", "https://example.org/proxy"),  # any other path is a proxy's base: kept
+])
+def test_the_url_as_the_peers_take_it(url, base):
+    assert api_base(url) == base
+
+
+@pytest.mark.parametrize("url", ["127.0.0.1:8000", "ftp://host/v1", "http://", ""])
+def test_a_url_that_is_not_a_servers(url):
+    with pytest.raises(ValueError, match="is not an http:// or https:// URL"):
+        api_base(url)
+
+
+def test_what_answered_when_it_is_not_the_api(server):
+    url, _ = server
+    assert discover_model(api_base(url)) == NAME
+    with pytest.raises(ValueError, match=r"/health/models answered HTTP 404 \(application/json\).*not OpenAI's API"):
+        discover_model(f"{url}/health")
+    with pytest.raises(ValueError, match="Nothing answered at http://127.0.0.1:.*/v1/models"):
+        discover_model(f"http://127.0.0.1:{free_port()}/v1")
+
+
+def test_python_m_llmperf_bench_at_the_servers_root_with_warm_up_and_a_cap(server, tmp_path, capsys):
+    url, engine = server
+    before = sum(engine.finished.values())
+    out = tmp_path / "run.json"
+    assert main(["--url", url, "--rate", "50", "--concurrency", "2", "--warmups", "3", "--num-requests", "8",
+                 "--input-len", "4", "--output-len", "3", "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert f"{NAME} at {url}/v1, open loop at 50 requests/s, at most 2 in flight" in printed
+    assert "(3 warm-up requests not counted)" in printed and "waited for a slot in the client" in printed
+    saved = json.loads(out.read_text())
+    assert len(saved["requests"]) == 8 and saved["command"].startswith("python -m llmperf.bench --url ")
+    assert sum(engine.finished.values()) - before == 8 + 3  # the warm-up requests were sent, and not counted
+
+
+def test_a_cap_holds_requests_in_the_client_and_keeps_them_out_of_ttft(server):
+    """All 8 arrive at once (rate inf) with at most 2 in flight: never more than 2 are at the server, and the
+    later ones wait in the client, a wait recorded apart from their TTFT."""
+    url, _ = server
+    records = asyncio.run(run(f"{url}/v1", NAME, [[1001, 1002]] * 8, 6, rate=float("inf"), concurrency=2,
+                              show_progress=False))
+    assert all(r.ok for r in records)
+    spans = [(r.sent, r.token_times[-1]) for r in records]
+    for start, _ in spans:
+        assert sum(s <= start < e for s, e in spans) <= 2
+    waits = sorted(r.queued for r in records)
+    assert waits[:2] == pytest.approx([0, 0], abs=0.05) and waits[-1] > 0
+    assert achieved_rate(records) > 100  # all arrived within a few ms: far above any rate a server could keep
+
+
+def test_the_achieved_rate_is_the_drawn_schedules(server):
+    """At 25 requests/s the sender keeps to the schedule it drew: the arrivals' rate matches the drawn gaps',
+    which is what a sender that fell behind (vLLM's once sent 183.5/s when asked for 200) would not show."""
+    url, _ = server
+    n, rate = 12, 25.0
+    records = asyncio.run(run(f"{url}/v1", NAME, [[1001]] * n, 2, rate=rate, show_progress=False, seed=5))
+    drawn = (n - 1) / sum(arrival_gaps(rate, n, seed=5)[1:])
+    assert achieved_rate(records) == pytest.approx(drawn, rel=0.2)
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    (dict(), r"Give a rate \(open loop\), a concurrency \(closed loop\), or both"),
+    (dict(rate=0.0), "rate must be > 0"),
+    (dict(rate=1.0, concurrency=0), "concurrency must be at least 1"),
+    (dict(concurrency=1, warmups=-1), "warmups must be 0 or more"),
+])
+def test_run_refuses_impossible_loads_before_sending(kwargs, words):
+    with pytest.raises(ValueError, match=words):
+        asyncio.run(run(f"http://127.0.0.1:{free_port()}/v1", NAME, [[1]], 1, show_progress=False, **kwargs))
+
+
+def test_the_load_generator_runs_where_torch_cannot_be_imported(server):
+    """A reader points it at vLLM from a machine without PyTorch: `import torch` is made to fail, and the
+    command still loads the server and prints its summary."""
+    import subprocess
+    import sys
+
+    url, _ = server
+    code = """
+import importlib.abc, runpy, sys
+class NoTorch(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch" or name.startswith("torch."):
+            raise ImportError("torch is blocked in this test")
+sys.meta_path.insert(0, NoTorch())
+sys.argv = ["llmperf.bench", "--url", sys.argv[1], "--concurrency", "2", "--num-requests", "3",
+            "--input-len", "3", "--output-len", "2"]
+try:
+    runpy.run_module("llmperf.bench", run_name="__main__")
+except SystemExit as e:
+    assert "torch" not in sys.modules and e.code == 0, e.code
+"""
+    out = subprocess.run([sys.executable, "-c", code, url], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "completed 3, failed 0" in out.stdout, out.stdout + out.stderr
