@@ -34,3 +34,33 @@ def test_synthetic_prompts():
     assert prompts == synthetic_prompts(3, 17, seed=2)
     with pytest.raises(ValueError, match="input_len >= 1"):
         synthetic_prompts(3, 0)
+
+
+@pytest.mark.parametrize("ignore_eos", [True, False])
+def test_what_a_request_asks_a_server_for(ignore_eos):
+    """The body `send` posts, read off a mock transport: streaming with usage, greedy, max_tokens, and
+    ignore_eos (vLLM's extension) unless the caller lets the server stop at its end-of-sequence token."""
+    import asyncio
+    import json
+
+    import httpx
+
+    from llmperf.bench import send
+
+    seen = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append((request.url.path, json.loads(request.content)))
+        events = ['{"choices": [{"text": "a"}]}', '{"choices": [], "usage": {"prompt_tokens": 2, '
+                  '"completion_tokens": 1}}', "[DONE]"]
+        return httpx.Response(200, text="".join(f"data: {e}\n\n" for e in events))
+
+    async def one():
+        async with httpx.AsyncClient(transport=httpx.MockTransport(answer)) as client:
+            return await send(client, "http://server/v1", "m", [5, 6], 7, ignore_eos=ignore_eos)
+
+    record = asyncio.run(one())
+    assert record.ok and (record.input_tokens, record.output_tokens) == (2, 1)
+    assert seen == [("/v1/completions", {"model": "m", "max_tokens": 7, "temperature": 0.0, "stream": True,
+                                         "stream_options": {"include_usage": True}, "ignore_eos": ignore_eos,
+                                         "prompt": [5, 6]})]

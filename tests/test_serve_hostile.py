@@ -310,3 +310,20 @@ def test_chat_content_as_text_parts_and_the_same_ids_give_the_same_text(hostile,
                 choice = r.json()["choices"][0]
                 texts.append(choice["message"]["content"] if chat else choice["text"])
     assert len(set(texts)) == 1 and texts[0], texts
+
+
+def test_a_request_the_engine_refuses_leaves_nothing_behind(tiny):
+    """The server checks every request before handing it over, but if the engine still refused one, its queue
+    must not stay registered, waiting for tokens that never come."""
+    from llmperf.engine import Engine, Request
+    from llmperf.serve import APIError, EngineThread
+
+    worker = EngineThread(Engine(tiny, max_batch=1, capacity=16))
+
+    async def submit():
+        with pytest.raises(APIError) as refused:
+            worker.submit(Request([1, 2], 100))
+        return refused.value
+
+    error = asyncio.run(submit())
+    assert (error.status, error.param) == (400, "max_tokens") and worker.queues == {}

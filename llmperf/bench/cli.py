@@ -55,8 +55,9 @@ def describe_load(records: Sequence[RequestRecord], rate: float | None, concurre
     line += f"; requests arrived at {achieved:.3g}/s" if achieved is not None else ""
     waits = [r.queued for r in records]
     if concurrency and waits:
-        line += (f"\nwaited for a slot in the client (left out of TTFT and E2E): mean {1e3 * sum(waits) / len(waits):.1f}"
-                 f" ms, p99 {1e3 * percentile(waits, 99, method):.1f} ms")
+        mean_ms, p99_ms = 1e3 * sum(waits) / len(waits), 1e3 * percentile(waits, 99, method)
+        line += (f"\nwaited for a slot in the client (left out of TTFT and E2E): mean {mean_ms:.1f} ms, "
+                 f"p99 {p99_ms:.1f} ms")
     return line
 
 
@@ -77,6 +78,8 @@ def main(argv=None) -> int:
     p.add_argument("--input-len", type=int, default=128, help="synthetic prompts: token ids per prompt")
     p.add_argument("--output-len", type=int, default=128, help="max_tokens of every request")
     p.add_argument("--chat", action="store_true", help="use /chat/completions (prompts as user messages)")
+    p.add_argument("--no-ignore-eos", dest="ignore_eos", action="store_false", help="let the server stop at the "
+                   "model's end-of-sequence token (answers may be shorter than --output-len)")
     p.add_argument("--percentiles", choices=list(PERCENTILE_METHODS), default="linear")
     p.add_argument("--ttft-slo", type=float, default=None, help="ms; with the others, reports goodput")
     p.add_argument("--tpot-slo", type=float, default=None, help="ms")
@@ -111,7 +114,8 @@ def main(argv=None) -> int:
                   if v is not None} or None
     records = asyncio.run(run(base, model, prompts, args.output_len, rate=args.rate, concurrency=args.concurrency,
                               burstiness=args.burstiness, duration=args.duration, chat=args.chat,
-                              timeout=args.timeout, seed=args.seed, warmups=args.warmups))
+                              timeout=args.timeout, seed=args.seed, warmups=args.warmups,
+                              ignore_eos=args.ignore_eos))
     try:
         summary = summarize(records, objectives, args.percentiles)
     except ValueError as e:

@@ -47,11 +47,12 @@ def discover_model(base: str, timeout: float = 10.0) -> str:
 
 
 async def send(client: httpx.AsyncClient, url: str, model: str, prompt, max_tokens: int, chat: bool = False,
-               temperature: float = 0.0) -> RequestRecord:
-    """One streaming request; its record, never an exception (errors are recorded in it)."""
+               temperature: float = 0.0, ignore_eos: bool = True) -> RequestRecord:
+    """One streaming request; its record, never an exception (errors are recorded in it). With `ignore_eos`
+    (vLLM's extension, which SGLang and llama.cpp's server read too) every answer is `max_tokens` long, as a
+    benchmark needs; without it, the server may stop at the model's end-of-sequence token."""
     body = {"model": model, "max_tokens": max_tokens, "temperature": temperature, "stream": True,
-            "stream_options": {"include_usage": True},
-            "ignore_eos": True}  # vLLM's extension, which SGLang and llama.cpp read too: every answer is max_tokens long
+            "stream_options": {"include_usage": True}, "ignore_eos": ignore_eos}
     if chat:
         body["messages"] = [{"role": "user", "content": prompt}]
     else:

@@ -66,11 +66,12 @@ def achieved_rate(records: Sequence[RequestRecord]) -> float | None:
 async def run(url: str, model: str, prompts: Sequence, max_tokens: "int | Sequence[int]", rate: float | None = None,
               concurrency: int | None = None, burstiness: float = 1.0, duration: float | None = None,
               chat: bool = False, timeout: float = 300.0, seed: int = 0, show_progress: bool = True,
-              warmups: int = 0) -> list[RequestRecord]:
+              warmups: int = 0, ignore_eos: bool = True) -> list[RequestRecord]:
     """Send every prompt (or, with `duration`, as many as start within it) at `rate` (open loop), at
     `concurrency` (closed loop), or at `rate` with at most `concurrency` in flight; return the records in the
     order the prompts were given. `max_tokens` is one number for every request, or one per prompt. First,
-    `warmups` requests (the first prompts, again), unrecorded, `concurrency` (or one) at a time."""
+    `warmups` requests (the first prompts, again), unrecorded, `concurrency` (or one) at a time. `ignore_eos`:
+    as `send`."""
     if rate is None and concurrency is None:
         raise ValueError("Give a rate (open loop), a concurrency (closed loop), or both (a rate with a cap).")
     if rate is not None and not rate > 0:
@@ -87,7 +88,7 @@ async def run(url: str, model: str, prompts: Sequence, max_tokens: "int | Sequen
     async with httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=10.0), limits=limits) as client:
         if warmups:
             await _closed_loop(min(concurrency or 1, warmups), range(warmups), lambda i: send(
-                client, url, model, prompts[i % len(prompts)], lengths[i % len(prompts)], chat))
+                client, url, model, prompts[i % len(prompts)], lengths[i % len(prompts)], chat, ignore_eos=ignore_eos))
         bar = progress(range(len(prompts)), "requests") if show_progress else None
         start = time.perf_counter()
 
@@ -97,10 +98,10 @@ async def run(url: str, model: str, prompts: Sequence, max_tokens: "int | Sequen
         async def one(i: int, slots: asyncio.Semaphore | None = None) -> None:
             arrived = time.perf_counter()
             if slots is None:
-                records[i] = await send(client, url, model, prompts[i], lengths[i], chat)
+                records[i] = await send(client, url, model, prompts[i], lengths[i], chat, ignore_eos=ignore_eos)
             else:
                 async with slots:
-                    record = await send(client, url, model, prompts[i], lengths[i], chat)
+                    record = await send(client, url, model, prompts[i], lengths[i], chat, ignore_eos=ignore_eos)
                 records[i] = replace(record, queued=max(record.sent - arrived, 0.0))
             if bar is not None:
                 bar.update()

@@ -21,6 +21,7 @@ import logging
 import threading
 from collections.abc import Callable
 
+from .. import params
 from ..engine import Engine, Request
 from .protocol import APIError
 
@@ -66,9 +67,16 @@ class EngineThread:
         if self.dead or self._stopping:
             raise self._gone()
         queue: asyncio.Queue = asyncio.Queue()
-        with self._queues_lock:
+        with self._queues_lock:  # before the engine has it, so that no token can come before its queue exists
             self.queues[request.id] = (asyncio.get_running_loop(), queue, request)
-        self.engine.submit(request)
+        try:
+            self.engine.submit(request)
+        except Exception as e:  # refused: nothing of it may stay behind
+            with self._queues_lock:
+                self.queues.pop(request.id, None)
+            if isinstance(e, params.InvalidParameter):
+                raise APIError(400, str(e), param=e.param) from None
+            raise
         self._work.set()
         if self.dead:  # the thread ended meanwhile: if its last sweep missed this request, refuse it here
             with self._queues_lock:
