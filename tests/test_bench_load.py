@@ -53,9 +53,16 @@ def test_python_m_llmperf_bench_at_the_servers_root_with_warm_up_and_a_cap(serve
                  "--input-len", "4", "--output-len", "3", "--json", str(out)]) == 0
     printed = capsys.readouterr().out
     assert f"{NAME} at {url}/v1, open loop at 50 requests/s, at most 2 in flight" in printed
-    assert "(3 warm-up requests not counted)" in printed and "waited for a slot in the client" in printed
+    assert "(3 warm-up requests first, not counted)" in printed and "waited for a slot in the client" in printed
+    assert "requests arrived at" in printed and "the gaps drawn for them average" in printed
+    # The server's own counters, scraped from /metrics after the warm-up: the 8 requests' tokens, exactly.
+    assert "the server's own count (/metrics, vLLM (and llmperf.serve)):" in printed and "λ·W" in printed
+    assert "prompt tokens 32; the clients' usage says 32" in printed
+    assert "generated tokens 24; the clients' usage says 24" in printed
     saved = json.loads(out.read_text())
     assert len(saved["requests"]) == 8 and saved["command"].startswith("python -m llmperf.bench --url ")
+    server = saved["server_metrics"]
+    assert server["after"]["vllm:generation_tokens_total"] - server["before"]["vllm:generation_tokens_total"] == 24
     assert sum(engine.finished.values()) - before == 8 + 3  # the warm-up requests were sent, and not counted
 
 
@@ -118,3 +125,19 @@ except SystemExit as e:
 """
     out = subprocess.run([sys.executable, "-c", code, url], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and "completed 3, failed 0" in out.stdout, out.stdout + out.stderr
+
+
+def test_a_server_without_metrics_is_loaded_all_the_same(server, capsys):
+    """A server whose /metrics is missing (here: a path with nothing under it) is reported as such; the run
+    itself is unchanged."""
+    from llmperf.bench import scrape_metrics
+
+    url, _ = server
+
+    async def scraped():
+        async with scrape_metrics(f"{url}/nothing/v1") as view:
+            return view
+
+    assert asyncio.run(scraped()) is None
+    with pytest.raises(ValueError, match="interval must be > 0"):
+        asyncio.run(scrape_metrics(url, interval=0).__aenter__())

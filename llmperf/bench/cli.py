@@ -6,14 +6,17 @@ import argparse
 import asyncio
 import csv
 import json
+import math
 import shlex
 import sys
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import asdict
 
 from ..metrics import PERCENTILE_METHODS, RequestRecord, format_summary, percentile, summarize
 from .client import api_base, discover_model
-from .load import achieved_rate, run, synthetic_prompts
+from .load import achieved_rate, arrival_gaps, run, synthetic_prompts, warm_up
+from .scrape import SERVERS, scrape_metrics
 
 
 def write_csv(records: Sequence[RequestRecord], path: str) -> None:
@@ -45,20 +48,24 @@ def load_prompts(path: str) -> list:
 
 
 def describe_load(records: Sequence[RequestRecord], rate: float | None, concurrency: int | None,
-                  method: str = "linear") -> str:
-    """How the load was offered: the loop, the rate asked for against the rate the requests arrived at, and
-    under a cap, how long requests waited in the client for a free slot."""
-    if rate is None:
-        return f"closed loop, concurrency {concurrency}"
+                  method: str = "linear", drawn: float | None = None, warmups: int = 0) -> str:
+    """How the load was offered: the loop; at a rate, the rate the requests arrived at against the rate asked
+    for and the rate of the gaps drawn for them (`drawn`: a sender that fell behind arrives below it); under a
+    cap, how long requests waited in the client for a free slot; the warm-up requests left out."""
+    head = (f"closed loop, concurrency {concurrency}" if rate is None else f"open loop at {rate:g} requests/s"
+            + (f", at most {concurrency} in flight" if concurrency else ""))
+    head += f" ({warmups} warm-up requests first, not counted)" if warmups else ""
+    lines = [head]
     achieved = achieved_rate(records)
-    line = f"open loop at {rate:g} requests/s" + (f", at most {concurrency} in flight" if concurrency else "")
-    line += f"; requests arrived at {achieved:.3g}/s" if achieved is not None else ""
+    if rate is not None and achieved is not None:
+        lines.append(f"requests arrived at {achieved:.3g}/s" + (
+            f"; the gaps drawn for them average {drawn:.3g}/s" if drawn is not None else ""))
     waits = [r.queued for r in records]
-    if concurrency and waits:
+    if rate is not None and concurrency and waits:
         mean_ms, p99_ms = 1e3 * sum(waits) / len(waits), 1e3 * percentile(waits, 99, method)
-        line += (f"\nwaited for a slot in the client (left out of TTFT and E2E): mean {mean_ms:.1f} ms, "
-                 f"p99 {p99_ms:.1f} ms")
-    return line
+        lines.append(f"waited for a slot in the client (left out of TTFT and E2E): mean {mean_ms:.1f} ms, "
+                     f"p99 {p99_ms:.1f} ms")
+    return "\n".join(lines)
 
 
 def main(argv=None) -> int:
@@ -71,6 +78,8 @@ def main(argv=None) -> int:
     p.add_argument("--concurrency", type=int, help="closed loop: clients sending one request at a time; with "
                    "--rate, the most requests in flight")
     p.add_argument("--warmups", type=int, default=0, help="requests sent first and not measured")
+    p.add_argument("--no-metrics", dest="metrics", action="store_false", help="do not scrape the server's "
+                   "/metrics during the run (by default its own counts are reported beside the client's)")
     p.add_argument("--burstiness", type=float, default=1.0, help="gamma shape of the gaps (1: Poisson)")
     p.add_argument("--num-requests", type=int, default=100)
     p.add_argument("--duration", type=float, default=None, help="stop sending after this many seconds")
@@ -112,22 +121,38 @@ def main(argv=None) -> int:
     prompts = [prompts[i % len(prompts)] for i in range(args.num_requests)]
     objectives = {k: v / 1e3 for k, v in (("ttft", args.ttft_slo), ("tpot", args.tpot_slo), ("e2e", args.e2e_slo))
                   if v is not None} or None
-    records = asyncio.run(run(base, model, prompts, args.output_len, rate=args.rate, concurrency=args.concurrency,
-                              burstiness=args.burstiness, duration=args.duration, chat=args.chat,
-                              timeout=args.timeout, seed=args.seed, warmups=args.warmups,
-                              ignore_eos=args.ignore_eos))
+    async def measured():
+        if args.warmups:  # before the server's counters are first read
+            await warm_up(base, model, prompts, [args.output_len] * len(prompts), args.warmups,
+                          args.concurrency or 1, args.chat, args.timeout, args.ignore_eos)
+        async with scrape_metrics(base) if args.metrics else nullcontext() as view:
+            records = await run(base, model, prompts, args.output_len, rate=args.rate, concurrency=args.concurrency,
+                                burstiness=args.burstiness, duration=args.duration, chat=args.chat,
+                                timeout=args.timeout, seed=args.seed, ignore_eos=args.ignore_eos)
+        return records, view
+
+    records, view = asyncio.run(measured())
     try:
         summary = summarize(records, objectives, args.percentiles)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    load = describe_load(records, args.rate, args.concurrency, args.percentiles)
-    print(f"{model} at {base}, {load}" + (f" ({args.warmups} warm-up requests not counted)" if args.warmups else ""))
+    drawn = None
+    if args.rate is not None and math.isfinite(args.rate) and len(records) > 1:
+        drawn = (len(records) - 1) / sum(arrival_gaps(args.rate, len(records), args.burstiness, args.seed)[1:])
+    print(f"{model} at {base}, " + describe_load(records, args.rate, args.concurrency, args.percentiles, drawn,
+                                                 args.warmups))
     print(format_summary(summary))
+    if args.metrics:
+        print(view.report(records) if view else "the server's own count: none (its /metrics, if any, has none of "
+              f"the names llmperf.bench reads: {', '.join(SERVERS)})")
     if args.json:
         command = "python -m llmperf.bench " + shlex.join(sys.argv[1:] if argv is None else argv)
         with open(args.json, "w") as f:
+            server = view and {"server": view.server, "in_flight": view.in_flight, "before": view.before,
+                               "after": view.after}
             json.dump({"command": command, "url": base, "model": model, "achieved_rate": achieved_rate(records),
+                       "server_metrics": server,
                        "summary": asdict(summary), "requests": [asdict(r) for r in records]}, f, indent=1)
     if args.csv:
         write_csv(records, args.csv)

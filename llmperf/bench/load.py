@@ -83,12 +83,11 @@ async def run(url: str, model: str, prompts: Sequence, max_tokens: "int | Sequen
     lengths = [max_tokens] * len(prompts) if isinstance(max_tokens, int) else list(max_tokens)
     if len(lengths) != len(prompts):
         raise ValueError(f"Got {len(lengths)} max_tokens for {len(prompts)} prompts: give one number, or one each.")
+    if warmups:
+        await warm_up(url, model, prompts, lengths, warmups, concurrency or 1, chat, timeout, ignore_eos)
     limits = httpx.Limits(max_connections=concurrency or 1000, max_keepalive_connections=concurrency or 100)
     records: list[RequestRecord | None] = [None] * len(prompts)
     async with httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=10.0), limits=limits) as client:
-        if warmups:
-            await _closed_loop(min(concurrency or 1, warmups), range(warmups), lambda i: send(
-                client, url, model, prompts[i % len(prompts)], lengths[i % len(prompts)], chat, ignore_eos=ignore_eos))
         bar = progress(range(len(prompts)), "requests") if show_progress else None
         start = time.perf_counter()
 
@@ -121,6 +120,15 @@ async def run(url: str, model: str, prompts: Sequence, max_tokens: "int | Sequen
         if bar is not None:
             bar.close()
     return [r for r in records if r is not None]
+
+
+async def warm_up(url: str, model: str, prompts: Sequence, lengths: Sequence[int], n: int, concurrency: int = 1,
+                  chat: bool = False, timeout: float = 300.0, ignore_eos: bool = True) -> None:
+    """Send `n` requests (the first prompts, cycled, each with its length), `concurrency` at a time, and forget
+    them: what `run(warmups=n)` does first, apart, so that a caller can start its own clocks after it."""
+    async with httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=10.0)) as client:
+        await _closed_loop(min(concurrency, n), range(n), lambda i: send(
+            client, url, model, prompts[i % len(prompts)], lengths[i % len(prompts)], chat, ignore_eos=ignore_eos))
 
 
 async def _closed_loop(clients: int, items, work, late=lambda: False) -> None:

@@ -18,7 +18,8 @@ async def watch_in_flight(base: str, interval: float = 0.05) -> AsyncIterator[li
 
     Serving engines publish the same count for their operators (vLLM as the Prometheus gauges
     num_requests_running and num_requests_waiting at /metrics); polling it is how the mean number in
-    flight is measured without knowing anything about the requests themselves. A failed poll is skipped.
+    flight is measured without knowing anything about the requests themselves (`scrape` reads them, from
+    any server). A failed poll is skipped.
     """
     health = f"{base.rstrip('/')}/health"
     samples: list[tuple[float, int]] = []
@@ -28,15 +29,6 @@ async def watch_in_flight(base: str, interval: float = 0.05) -> AsyncIterator[li
         state = (await client.get(health)).json()
         samples.append(((before + time.perf_counter()) / 2, int(state["active"]) + int(state["waiting"])))
 
-    async def poll(client: httpx.AsyncClient) -> None:
-        while True:
-            before = time.perf_counter()
-            try:
-                await read(client)
-            except (httpx.HTTPError, ValueError, KeyError, TypeError):
-                pass  # a missed poll: the count is held from the one before
-            await asyncio.sleep(max(0.0, interval - (time.perf_counter() - before)))
-
     if interval <= 0:
         raise ValueError(f"interval must be > 0 seconds, got {interval}.")
     async with httpx.AsyncClient(timeout=10.0) as client:
@@ -45,12 +37,30 @@ async def watch_in_flight(base: str, interval: float = 0.05) -> AsyncIterator[li
         except (httpx.HTTPError, ValueError, KeyError, TypeError) as e:
             raise ValueError(f"Cannot watch {health} ({type(e).__name__}: {e}). It must be llmperf.serve's "
                              "/health, which reports 'active' and 'waiting'.") from None
-        task = asyncio.create_task(poll(client))
-        try:
+        async with polling(interval, lambda: read(client)):
             yield samples
-        finally:
-            task.cancel()
+
+
+@asynccontextmanager
+async def polling(interval: float, sample) -> AsyncIterator[None]:
+    """Await `sample()` every `interval` seconds while the `async with` block runs (in a task of its own, which
+    the block's end cancels). A sample that fails (no answer, or not the answer expected) is skipped: the
+    quantity sampled is then held from the sample before."""
+    async def every() -> None:
+        while True:
+            before = time.perf_counter()
             try:
-                await task
-            except asyncio.CancelledError:
+                await sample()
+            except (httpx.HTTPError, ValueError, KeyError, TypeError):
                 pass
+            await asyncio.sleep(max(0.0, interval - (time.perf_counter() - before)))
+
+    task = asyncio.create_task(every())
+    try:
+        yield
+    finally:
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
