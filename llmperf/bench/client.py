@@ -48,7 +48,14 @@ def discover_model(base: str, timeout: float = 10.0) -> str:
 
 async def send(client: httpx.AsyncClient, url: str, model: str, prompt, max_tokens: int, chat: bool = False,
                temperature: float = 0.0, ignore_eos: bool = True) -> RequestRecord:
-    """One streaming request; its record, never an exception (errors are recorded in it). With `ignore_eos`
+    """One streaming request; its record, never an exception (errors are recorded in it).
+
+    Its clock starts when the request's head starts to go out on its connection (httpcore's trace hook), and
+    each token's when its line arrives, before it is parsed: so neither the client's own bookkeeping nor a TCP
+    handshake is counted as the server's latency (tests/test_bench_accuracy.py checks the clock against a stub
+    server that keeps its own).
+
+    With `ignore_eos`
     (vLLM's extension, which SGLang and llama.cpp's server read too) every answer is `max_tokens` long, as a
     benchmark needs; without it, the server may stop at the model's end-of-sequence token."""
     body = {"model": model, "max_tokens": max_tokens, "temperature": temperature, "stream": True,
@@ -58,15 +65,26 @@ async def send(client: httpx.AsyncClient, url: str, model: str, prompt, max_toke
     else:
         body["prompt"] = prompt
     endpoint = f"{url.rstrip('/')}/{'chat/completions' if chat else 'completions'}"
-    sent = time.perf_counter()
+    request = client.build_request("POST", endpoint, json=body)  # encoded before the clock starts
     times: list[float] = []
     usage = None
+    sent = time.perf_counter()
+    started: list[float] = []
+
+    async def trace(event: str, info) -> None:  # httpcore's hook: the moment the request's head starts to go out
+        if event.endswith("send_request_headers.started"):
+            started.append(time.perf_counter())
+
+    request.extensions["trace"] = trace
     try:
-        async with client.stream("POST", endpoint, json=body) as r:
+        r = await client.send(request, stream=True)
+        sent = started[0] if started else sent
+        try:
             if r.status_code != 200:
                 text = (await r.aread()).decode(errors="replace")
                 return RequestRecord(sent, error=f"HTTP {r.status_code}: {_error_message(text)}")
             async for line in r.aiter_lines():
+                arrived = time.perf_counter()  # before the line is parsed
                 if not line.startswith("data:"):
                     continue
                 data = line[5:].strip()
@@ -78,7 +96,9 @@ async def send(client: httpx.AsyncClient, url: str, model: str, prompt, max_toke
                 if event.get("usage"):
                     usage = event["usage"]
                 if any(_text(c, chat) for c in event.get("choices") or ()):
-                    times.append(time.perf_counter())
+                    times.append(arrived)
+        finally:
+            await r.aclose()
     except (httpx.HTTPError, json.JSONDecodeError) as e:
         return RequestRecord(sent, times, error=f"{type(e).__name__}: {e}" if str(e) else type(e).__name__)
     if usage is None:

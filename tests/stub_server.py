@@ -1,0 +1,83 @@
+"""A stub OpenAI-compatible server whose timings a test sets, and which records its own clock as the truth.
+
+    python tests/stub_server.py --port 8123 --ttft 0.2 --gap 0.02
+
+Each /v1/completions request streams `max_tokens` chunks of one token each: the first `ttft` seconds after the
+request arrived, then one every `gap` seconds, each due at a fixed time (arrival + ttft + i·gap), so a late
+wake-up does not push the rest back. It records when each request arrived (its bytes were read) and when each
+chunk was handed to the server to send, on time.perf_counter(), which on Linux is one clock for every process
+(CLOCK_MONOTONIC): GET /truth returns them, keyed by the request's prompt. A load generator's measurements can
+then be checked against what the server really did. It runs in a process of its own, so that the client under
+test does not share its interpreter.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, StreamingResponse
+from starlette.routing import Route
+
+
+def create_app(ttft: float, gap: float) -> Starlette:
+    truth: dict[str, dict] = {}
+
+    async def completions(request: Request):
+        arrived = request.scope.get("arrived", time.perf_counter())
+        body = await request.json()
+        n, key = int(body["max_tokens"]), json.dumps(body["prompt"])
+
+        async def stream():
+            sent = []
+            for i in range(n):
+                await asyncio.sleep(max(0.0, arrived + ttft + i * gap - time.perf_counter()))
+                sent.append(time.perf_counter())
+                yield "data: " + json.dumps({"choices": [{"index": 0, "text": "x", "finish_reason": None}]}) + "\n\n"
+            usage = {"prompt_tokens": 1, "completion_tokens": n, "total_tokens": n + 1}
+            yield "data: " + json.dumps({"choices": [], "usage": usage}) + "\n\ndata: [DONE]\n\n"
+            truth[key] = {"arrived": arrived, "tokens": sent}
+
+        return StreamingResponse(stream(), media_type="text/event-stream")
+
+    async def models(_):
+        return JSONResponse({"object": "list", "data": [{"id": "stub", "object": "model"}]})
+
+    async def health(_):
+        return JSONResponse({"status": "ok"})
+
+    async def get_truth(_):
+        return JSONResponse(truth)
+
+    return Starlette(routes=[Route("/v1/completions", completions, methods=["POST"]), Route("/v1/models", models),
+                             Route("/health", health), Route("/truth", get_truth)])
+
+
+def protocol():
+    """uvicorn's HTTP protocol, noting when each request's bytes were read (scope["arrived"]): the truth starts
+    there, not when the handler gets its turn in the event loop."""
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class Timed(H11Protocol):
+        def data_received(self, data: bytes) -> None:
+            now, before = time.perf_counter(), self.scope
+            super().data_received(data)
+            if self.scope is not before and self.scope is not None:  # a new request's head: its task waits to run
+                self.scope["arrived"] = now
+
+    return Timed
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser()
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--ttft", type=float, default=0.2)
+    p.add_argument("--gap", type=float, default=0.02)
+    args = p.parse_args()
+    uvicorn.run(create_app(args.ttft, args.gap), host="127.0.0.1", port=args.port, log_level="warning",
+                http=protocol())
