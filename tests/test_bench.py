@@ -64,3 +64,46 @@ def test_what_a_request_asks_a_server_for(ignore_eos):
     assert seen == [("/v1/completions", {"model": "m", "max_tokens": 7, "temperature": 0.0, "stream": True,
                                          "stream_options": {"include_usage": True}, "ignore_eos": ignore_eos,
                                          "prompt": [5, 6]})]
+
+
+@pytest.mark.parametrize("distribution, spread", [("fixed", 0.0), ("uniform", 0.5), ("normal", 0.25),
+                                                  ("exponential", 0.0)])
+def test_lengths_are_drawn_about_their_mean_as_the_peers_draw_them(distribution, spread):
+    from llmperf.bench.workloads import lengths
+
+    drawn = lengths(20_000, 100, spread, distribution, seed=1)
+    assert drawn == lengths(20_000, 100, spread, distribution, seed=1) and min(drawn) >= 1
+    assert statistics.fmean(drawn) == pytest.approx(100, rel=0.03)
+    if distribution == "fixed":
+        assert set(drawn) == {100}
+    if distribution == "uniform":  # vLLM's --random-range-ratio: uniform over mean·(1 ± spread)
+        assert (min(drawn), max(drawn)) == (50, 150)
+    if distribution == "normal":  # guidellm's: a standard deviation of spread·mean
+        assert statistics.pstdev(drawn) == pytest.approx(25, rel=0.05)
+    if distribution == "exponential":  # a long tail: the standard deviation is the mean
+        assert statistics.pstdev(drawn) == pytest.approx(100, rel=0.05)
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    (dict(n=3, mean=10, distribution="zipf"), "Unknown length distribution 'zipf'"),
+    (dict(n=3, mean=0), "a mean length of at least 1"),
+    (dict(n=3, mean=10, spread=1.0, distribution="uniform"), "a fraction of the mean in"),
+    (dict(n=3, mean=10, spread=-0.1, distribution="normal"), "spread must be 0 or more"),
+])
+def test_lengths_refuse_what_cannot_be_drawn(kwargs, words):
+    from llmperf.bench.workloads import lengths
+
+    with pytest.raises(ValueError, match=words):
+        lengths(**kwargs)
+
+
+def test_prompts_of_a_group_share_their_prefix():
+    from llmperf.bench.workloads import prompts
+
+    drawn = prompts([3, 5, 4, 2, 6], prefix=8, groups=2, seed=4)
+    assert [len(p) for p in drawn] == [11, 13, 12, 10, 14]
+    assert drawn[0][:8] == drawn[2][:8] == drawn[4][:8] != drawn[1][:8] == drawn[3][:8]
+    assert len({tuple(p[8:]) for p in drawn}) == 5  # each its own after the prefix
+    assert prompts([7, 7], seed=2) == synthetic_prompts(2, 7, seed=2)  # no prefix: the plain synthetic prompts
+    with pytest.raises(ValueError, match="Need sizes >= 1"):
+        prompts([3, 0])

@@ -141,3 +141,19 @@ def test_a_server_without_metrics_is_loaded_all_the_same(server, capsys):
     assert asyncio.run(scraped()) is None
     with pytest.raises(ValueError, match="interval must be > 0"):
         asyncio.run(scrape_metrics(url, interval=0).__aenter__())
+
+
+def test_python_m_llmperf_bench_with_drawn_lengths_and_shared_prefixes(server, tmp_path, capsys):
+    from llmperf.bench.workloads import lengths
+
+    url, _ = server
+    out = tmp_path / "run.json"
+    assert main(["--url", url, "--concurrency", "2", "--num-requests", "6", "--input-len", "4", "--output-len", "6",
+                 "--length-dist", "uniform", "--output-spread", "0.5", "--shared-prefix", "3", "--prefix-groups", "2",
+                 "--json", str(out)]) == 0
+    requests = json.loads(out.read_text())["requests"]
+    assert [r["output_tokens"] for r in requests] == lengths(6, 6, 0.5, "uniform", seed=1)  # ignore_eos: as drawn
+    assert [r["input_tokens"] for r in requests] == [3 + 4] * 6
+    with pytest.raises(SystemExit):
+        main(["--url", url, "--rate", "1", "--length-dist", "uniform", "--input-spread", "1.5"])
+    assert "A uniform spread is a fraction of the mean" in capsys.readouterr().err

@@ -19,13 +19,14 @@ inter-token gaps are then gaps between chunks. Without `usage` in the stream
 Errors (HTTP status, timeouts, dropped connections) are recorded with the
 request and never stop the run.
 
-The modules: `client` (one request, timed; the API's address), `load` (arrivals, concurrency, warm-up), `watch`
-(llmperf.serve's count in flight, from /health), `scrape` (any server's /metrics, beside the client's numbers),
-`cli` (the command).
+The modules: `client` (one request, timed; the API's address), `load` (arrivals, concurrency, warm-up),
+`workloads` (prompt and output lengths, shared prefixes), `watch` (llmperf.serve's count in flight, from
+/health), `scrape` (any server's /metrics, beside the client's numbers), `cli` (the command).
 """
 
 from .cli import load_prompts, main, write_csv  # noqa: F401
 from .client import api_base, discover_model, send  # noqa: F401
 from .load import achieved_rate, arrival_gaps, run, synthetic_prompts, warm_up  # noqa: F401
 from .scrape import ServerView, scrape_metrics  # noqa: F401
+from . import workloads  # noqa: F401
 from .watch import watch_in_flight  # noqa: F401

@@ -15,7 +15,8 @@ from dataclasses import asdict
 
 from ..metrics import PERCENTILE_METHODS, RequestRecord, format_summary, percentile, summarize
 from .client import api_base, discover_model
-from .load import achieved_rate, arrival_gaps, run, synthetic_prompts, warm_up
+from . import workloads
+from .load import achieved_rate, arrival_gaps, run, warm_up
 from .scrape import SERVERS, scrape_metrics
 
 
@@ -84,8 +85,16 @@ def main(argv=None) -> int:
     p.add_argument("--num-requests", type=int, default=100)
     p.add_argument("--duration", type=float, default=None, help="stop sending after this many seconds")
     p.add_argument("--prompts-file", default=None, help="one prompt per line (or JSON Lines with 'prompt')")
-    p.add_argument("--input-len", type=int, default=128, help="synthetic prompts: token ids per prompt")
-    p.add_argument("--output-len", type=int, default=128, help="max_tokens of every request")
+    p.add_argument("--input-len", type=int, default=128, help="synthetic prompts: token ids per prompt (the mean)")
+    p.add_argument("--output-len", type=int, default=128, help="max_tokens of each request (the mean)")
+    p.add_argument("--length-dist", choices=workloads.DISTRIBUTIONS, default="fixed",
+                   help="how prompt and output lengths vary about their means (llmperf.bench.workloads)")
+    p.add_argument("--input-spread", type=float, default=0.0, help="uniform: ± this fraction; normal: the "
+                   "standard deviation as a fraction of the mean")
+    p.add_argument("--output-spread", type=float, default=0.0, help="as --input-spread, for output lengths")
+    p.add_argument("--shared-prefix", type=int, default=0, help="synthetic prompts: ids every prompt of a group "
+                   "starts with (a system prompt), before its own --input-len")
+    p.add_argument("--prefix-groups", type=int, default=1, help="groups sharing a prefix, taken in turn")
     p.add_argument("--chat", action="store_true", help="use /chat/completions (prompts as user messages)")
     p.add_argument("--no-ignore-eos", dest="ignore_eos", action="store_false", help="let the server stop at the "
                    "model's end-of-sequence token (answers may be shorter than --output-len)")
@@ -108,6 +117,8 @@ def main(argv=None) -> int:
         p.error("--warmups must be 0 or more")
     if args.num_requests < 1 or args.output_len < 1 or args.input_len < 1 or args.burstiness <= 0:
         p.error("need --num-requests, --output-len and --input-len >= 1 and --burstiness > 0")
+    if args.shared_prefix < 0 or args.prefix_groups < 1:
+        p.error("need --shared-prefix >= 0 and --prefix-groups >= 1")
     if args.chat and not args.prompts_file:
         p.error("--chat needs --prompts-file: synthetic prompts are token ids, which only /completions takes")
     try:
@@ -116,17 +127,25 @@ def main(argv=None) -> int:
         model = args.model or discover_model(base)
     except (OSError, ValueError) as e:
         p.error(f"could not start: {e}")
-    if prompts is None:
-        prompts = synthetic_prompts(args.num_requests, args.input_len, seed=args.seed)
+    try:
+        outputs = workloads.lengths(args.num_requests, args.output_len, args.output_spread, args.length_dist,
+                                    seed=args.seed + 1)
+        if prompts is None:
+            sizes = workloads.lengths(args.num_requests, args.input_len, args.input_spread, args.length_dist,
+                                      seed=args.seed)
+            prompts = workloads.prompts(sizes, prefix=args.shared_prefix, groups=args.prefix_groups,
+                                        seed=args.seed)
+    except ValueError as e:
+        p.error(str(e))
     prompts = [prompts[i % len(prompts)] for i in range(args.num_requests)]
     objectives = {k: v / 1e3 for k, v in (("ttft", args.ttft_slo), ("tpot", args.tpot_slo), ("e2e", args.e2e_slo))
                   if v is not None} or None
     async def measured():
         if args.warmups:  # before the server's counters are first read
-            await warm_up(base, model, prompts, [args.output_len] * len(prompts), args.warmups,
+            await warm_up(base, model, prompts, outputs, args.warmups,
                           args.concurrency or 1, args.chat, args.timeout, args.ignore_eos)
         async with scrape_metrics(base) if args.metrics else nullcontext() as view:
-            records = await run(base, model, prompts, args.output_len, rate=args.rate, concurrency=args.concurrency,
+            records = await run(base, model, prompts, outputs, rate=args.rate, concurrency=args.concurrency,
                                 burstiness=args.burstiness, duration=args.duration, chat=args.chat,
                                 timeout=args.timeout, seed=args.seed, ignore_eos=args.ignore_eos)
         return records, view

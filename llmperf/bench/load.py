@@ -30,6 +30,7 @@ import httpx
 
 from ..metrics import RequestRecord
 from ..progress import progress
+from . import workloads
 from .client import send
 
 
@@ -49,8 +50,7 @@ def synthetic_prompts(n: int, input_len: int, vocab: int = 32_000, seed: int = 0
     vocabularies). Sent as token ids, they have the same length on any server whatever its tokenizer."""
     if n < 1 or input_len < 1:
         raise ValueError(f"Need n >= 1 and input_len >= 1; got {n} and {input_len}.")
-    rng = random.Random(seed)
-    return [[rng.randrange(1000, vocab) for _ in range(input_len)] for _ in range(n)]
+    return workloads.prompts([input_len] * n, vocab, seed=seed)
 
 
 def achieved_rate(records: Sequence[RequestRecord]) -> float | None:
