@@ -157,3 +157,31 @@ def test_python_m_llmperf_bench_with_drawn_lengths_and_shared_prefixes(server, t
     with pytest.raises(SystemExit):
         main(["--url", url, "--rate", "1", "--length-dist", "uniform", "--input-spread", "1.5"])
     assert "A uniform spread is a fraction of the mean" in capsys.readouterr().err
+
+
+def test_python_m_llmperf_bench_draws_the_run(server, tmp_path, capsys):
+    url, _ = server
+    png = tmp_path / "run.png"
+    assert main(["--url", url, "--concurrency", "2", "--num-requests", "6", "--input-len", "4", "--output-len", "5",
+                 "--ttft-slo", "500", "--plot", str(png)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"figure: {png}" in capsys.readouterr().out
+    for bad in (tmp_path / "run.jpg", tmp_path / "missing" / "run.png"):
+        with pytest.raises(SystemExit):
+            main(["--url", url, "--concurrency", "1", "--plot", str(bad)])
+        assert "--plot needs a .png, .svg or .pdf file in a folder that exists" in capsys.readouterr().err
+
+
+def test_the_run_figure_shows_each_distribution_and_the_objectives():
+    from llmperf.bench.report import run_figure
+    from llmperf.metrics import RequestRecord
+
+    records = [RequestRecord(i, [i + 0.1 + 0.01 * i, i + 0.12 + 0.01 * i, i + 0.15 + 0.01 * i], 3, 3)
+               for i in range(10)] + [RequestRecord(20.0, error="HTTP 500")]
+    fig = run_figure(records, "a run", {"ttft": 0.2, "tpot": 0.02})
+    ttft_ax, tpot_ax, itl_ax = fig.axes
+    labels = [line.get_label() for line in ttft_ax.get_lines()]
+    assert "TTFT of 10 requests" in labels and "objective 200 ms" in labels and any("p99 =" in x for x in labels)
+    assert "objective 20 ms" in [line.get_label() for line in tpot_ax.get_lines()]
+    assert sum(p.get_height() for p in itl_ax.patches) == 20  # two gaps per request
+    with pytest.raises(ValueError, match="No request succeeded"):
+        run_figure(records[-1:], "nothing")

@@ -21,7 +21,8 @@ request and never stop the run.
 
 The modules: `client` (one request, timed; the API's address), `load` (arrivals, concurrency, warm-up),
 `workloads` (prompt and output lengths, shared prefixes), `watch` (llmperf.serve's count in flight, from
-/health), `scrape` (any server's /metrics, beside the client's numbers), `cli` (the command).
+/health), `scrape` (any server's /metrics, beside the client's numbers), `report` (the run's figure), `cli`
+(the command).
 """
 
 from .cli import load_prompts, main, write_csv  # noqa: F401

@@ -12,6 +12,7 @@ import sys
 from collections.abc import Sequence
 from contextlib import nullcontext
 from dataclasses import asdict
+from pathlib import Path
 
 from ..metrics import PERCENTILE_METHODS, RequestRecord, format_summary, percentile, summarize
 from .client import api_base, discover_model
@@ -106,6 +107,8 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", default=None, help="write the command, the summary and every request to this file")
     p.add_argument("--csv", default=None, help="write one row per request to this file")
+    p.add_argument("--plot", default=None, help="draw the run's TTFT, TPOT and ITL distributions to this file "
+                   "(.png, .svg or .pdf)")
     args = p.parse_args(argv)
     if args.rate is None and args.concurrency is None:
         p.error("give --rate (open loop), --concurrency (closed loop), or both (a rate with a cap)")
@@ -117,6 +120,9 @@ def main(argv=None) -> int:
         p.error("--warmups must be 0 or more")
     if args.num_requests < 1 or args.output_len < 1 or args.input_len < 1 or args.burstiness <= 0:
         p.error("need --num-requests, --output-len and --input-len >= 1 and --burstiness > 0")
+    if args.plot and (Path(args.plot).suffix.lower() not in (".png", ".svg", ".pdf")
+                      or not Path(args.plot).resolve().parent.is_dir()):
+        p.error(f"--plot needs a .png, .svg or .pdf file in a folder that exists, got {args.plot!r}")
     if args.shared_prefix < 0 or args.prefix_groups < 1:
         p.error("need --shared-prefix >= 0 and --prefix-groups >= 1")
     if args.chat and not args.prompts_file:
@@ -159,8 +165,9 @@ def main(argv=None) -> int:
     drawn = None
     if args.rate is not None and math.isfinite(args.rate) and len(records) > 1:
         drawn = (len(records) - 1) / sum(arrival_gaps(args.rate, len(records), args.burstiness, args.seed)[1:])
-    print(f"{model} at {base}, " + describe_load(records, args.rate, args.concurrency, args.percentiles, drawn,
-                                                 args.warmups))
+    load = describe_load(records, args.rate, args.concurrency, args.percentiles, drawn, args.warmups)
+    head = load.splitlines()[0]
+    print(f"{model} at {base}, {load}")
     print(format_summary(summary))
     if args.metrics:
         print(view.report(records) if view else "the server's own count: none (its /metrics, if any, has none of "
@@ -175,4 +182,9 @@ def main(argv=None) -> int:
                        "summary": asdict(summary), "requests": [asdict(r) for r in records]}, f, indent=1)
     if args.csv:
         write_csv(records, args.csv)
+    if args.plot:
+        from .report import save
+
+        save(records, args.plot, f"{model}, {head}", objectives, args.percentiles)
+        print(f"figure: {args.plot}")
     return 0

@@ -45,6 +45,28 @@ def figure(ncols: int = 1, width: float | None = None, height: float | None = No
     return fig, axes
 
 
+METHOD_WORDS = {"linear": "interpolated", "nearest_rank": "nearest rank"}  # a percentile method, as a legend says it
+
+
+def cdf(ax, values, label: str, what: str, unit: str = "ms", percentiles=(50, 90, 99), method: str = "linear",
+        digits: int = 0) -> None:
+    """On `ax`: the empirical CDF (a step) of `values` (of `what`, in `unit`), and a dashed vertical at each of
+    `percentiles`, labelled with its value and its method, computed by `metrics.percentile` with `method`."""
+    from ..metrics import percentile
+
+    values = sorted(values)
+    n = len(values)
+    ax.step([values[0], *values], [0, *(i / n for i in range(1, n + 1))], where="post", color=MEASURED,
+            label=label)
+    words = METHOD_WORDS.get(method, method)  # an unknown method: metrics.percentile says so below
+    for q, color in zip(percentiles, PALETTE[2:] + PALETTE[:1]):
+        value = percentile(values, q, method)
+        ax.axvline(value, color=color, ls="--", lw=1, label=f"p{q:g} = {value:,.{digits}f} {unit} ({words})")
+    ax.set_ylim(0, 1.05)
+    ax.set_xlabel(f"{what} ({unit})")
+    ax.set_ylabel(f"share of requests with {what} ≤ x")
+
+
 def log2_axis(ax, values, label: str) -> None:
     """A base-2 logarithmic x axis with a tick at each of `values` (batch sizes), labelled `label`."""
     ax.set_xscale("log", base=2)

@@ -3,15 +3,12 @@ nothing here measures."""
 
 from __future__ import annotations
 
-import numpy as np
-
-from . import FIT, MEASURED, PALETTE, figure, log2_axis, reference_series
+from . import FIT, MEASURED, PALETTE, cdf, figure, log2_axis, reference_series
 from .. import metrics
 from ..chapters.serving import MLPERF_LIMITS
 
 MS = 1e3  # seconds to milliseconds
 LABELLED_GAPS = 8  # a timeline labels each gap when it has at most this many
-METHOD_WORDS = {"linear": "interpolated", "nearest_rank": "nearest rank"}  # a percentile method, as a legend says it
 
 
 def _axes(ax):
@@ -70,17 +67,8 @@ def ttft_cdf(records, percentiles=(50, 90, 99), ax=None, method: str = "linear")
     if not ttfts:
         raise ValueError("No successful request to draw a TTFT distribution of: every record failed or was "
                          "empty (RequestRecord.ok is False for all of them).")
-    words = METHOD_WORDS.get(method, method)  # an unknown method: metrics.percentile says so below
     fig, ax = _axes(ax)
-    n = len(ttfts)
-    ax.step([ttfts[0], *ttfts], [0, *(np.arange(1, n + 1) / n)], where="post", color=MEASURED,
-            label=f"TTFT of {n} requests")
-    for q, color in zip(percentiles, PALETTE[2:] + PALETTE[:1]):
-        value = metrics.percentile(ttfts, q, method)
-        ax.axvline(value, color=color, ls="--", lw=1, label=f"p{q:g} = {value:,.0f} ms ({words})")
-    ax.set_ylim(0, 1.05)
-    ax.set_xlabel("TTFT (ms)")
-    ax.set_ylabel("share of requests with TTFT ≤ x")
+    cdf(ax, ttfts, f"TTFT of {len(ttfts)} requests", "TTFT", "ms", percentiles, method)
     ax.set_title("Distribution of time to first token")
     ax.legend(loc="lower right", fontsize=8)
     return fig
