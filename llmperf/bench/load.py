@@ -134,8 +134,8 @@ async def warm_up(url: str, model: str, prompts: Sequence, lengths: Sequence[int
 
 async def _connect(client: httpx.AsyncClient, url: str, n: int) -> None:
     """Open `n` connections to the server before any clock starts (n light GET /models at once, answers
-    ignored), so that no request's TTFT holds a TCP handshake or the client's own first-use costs: against a
-    stub server, these made the first requests' TTFT 15 to 25 ms too long."""
+    ignored), so that no request's TTFT holds a TCP handshake or the client's own first-use costs (against a
+    stub server they made the first requests' TTFT several times the others' error: tests/test_bench_accuracy.py)."""
     async def touch() -> None:
         try:
             await client.get(f"{url}/models")
