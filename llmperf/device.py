@@ -12,6 +12,8 @@ import platform
 
 import torch
 
+from .host import cpu_flags, cpu_name  # noqa: F401  (cpu_flags: part of this module's API)
+
 # The floating-point dtypes the model runs in, by the name a reader types (--dtype float32).
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 DEVICE_TYPES = ("cpu", "cuda", "mps")  # what pick_device chooses among, and the model is tested on
@@ -72,18 +74,7 @@ def device_name(device: torch.device) -> str:
         return torch.cuda.get_device_name(device)
     if device.type == "mps":
         return f"Apple GPU ({platform.machine()})"
-    return _cpu_name()
-
-
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    return cpu_name()
 
 
 HALF_PRECISION_FLAGS = {
@@ -96,17 +87,6 @@ HALF_PRECISION_FLAGS = {
     "fphp": "float16 arithmetic (Arm FP16)",
 }
 """CPU feature flags, as Linux's /proc/cpuinfo names them, that bear on half-precision work."""
-
-
-def cpu_flags() -> set[str]:
-    """The processor's feature flags as /proc/cpuinfo lists them (x86 "flags", Arm "Features"); empty where
-    there is no /proc/cpuinfo, as on macOS."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            return {flag for line in f if line.startswith(("flags", "Features"))
-                    for flag in line.split(":", 1)[1].split()}
-    except OSError:
-        return set()
 
 
 def cpu_half_precision() -> dict[str, str]:

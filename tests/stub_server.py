@@ -4,7 +4,10 @@
 
 Each /v1/completions request streams `max_tokens` chunks of one token each: the first `ttft` seconds after the
 request arrived, then one every `gap` seconds, each due at a fixed time (arrival + ttft + i·gap), so a late
-wake-up does not push the rest back. It records when each request arrived (its bytes were read) and when each
+wake-up does not push the rest back. With `--capacity N` it serves at most N requests at once, as a server
+with N slots does: a request that finds them all busy waits for one, and its schedule starts when it gets one
+(its truth still starts at its arrival, so the wait is part of its TTFT). Its capacity is then known:
+N ÷ (ttft + (max_tokens − 1)·gap) requests/s. It records when each request arrived (its bytes were read) and when each
 chunk was handed to the server to send, on time.perf_counter(), which on Linux is one clock for every process
 (CLOCK_MONOTONIC): GET /truth returns them, keyed by the request's prompt. A load generator's measurements can
 then be checked against what the server really did. It runs in a process of its own, so that the client under
@@ -16,7 +19,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import subprocess
+import sys
 import time
+from contextlib import contextmanager
+
+import httpx
 
 import uvicorn
 from starlette.applications import Starlette
@@ -25,8 +33,9 @@ from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 
 
-def create_app(ttft: float, gap: float) -> Starlette:
+def create_app(ttft: float, gap: float, capacity: int | None = None) -> Starlette:
     truth: dict[str, dict] = {}
+    slots = asyncio.Semaphore(capacity) if capacity else None
 
     async def completions(request: Request):
         arrived = request.scope.get("arrived", time.perf_counter())
@@ -34,11 +43,17 @@ def create_app(ttft: float, gap: float) -> Starlette:
         n, key = int(body["max_tokens"]), json.dumps(body["prompt"])
 
         async def stream():
-            sent = []
-            for i in range(n):
-                await asyncio.sleep(max(0.0, arrived + ttft + i * gap - time.perf_counter()))
-                sent.append(time.perf_counter())
-                yield "data: " + json.dumps({"choices": [{"index": 0, "text": "x", "finish_reason": None}]}) + "\n\n"
+            if slots is not None:
+                await slots.acquire()
+            try:
+                start, sent = max(arrived, time.perf_counter()) if slots is not None else arrived, []
+                for i in range(n):
+                    await asyncio.sleep(max(0.0, start + ttft + i * gap - time.perf_counter()))
+                    sent.append(time.perf_counter())
+                    yield "data: " + json.dumps({"choices": [{"index": 0, "text": "x", "finish_reason": None}]}) + "\n\n"
+            finally:
+                if slots is not None:
+                    slots.release()
             usage = {"prompt_tokens": 1, "completion_tokens": n, "total_tokens": n + 1}
             yield "data: " + json.dumps({"choices": [], "usage": usage}) + "\n\ndata: [DONE]\n\n"
             truth[key] = {"arrived": arrived, "tokens": sent}
@@ -73,11 +88,34 @@ def protocol():
     return Timed
 
 
+@contextmanager
+def started(port: int, ttft: float, gap: float, capacity: int | None = None):
+    """The stub in a process of its own on 127.0.0.1:`port` for the length of a `with` block; yields its URL."""
+    command = [sys.executable, __file__, "--port", str(port), "--ttft", str(ttft), "--gap", str(gap)]
+    proc = subprocess.Popen(command + (["--capacity", str(capacity)] if capacity else []), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 60
+        while True:
+            assert proc.poll() is None and time.time() < deadline, "the stub server did not start"
+            try:
+                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
 if __name__ == "__main__":
     p = argparse.ArgumentParser()
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--ttft", type=float, default=0.2)
     p.add_argument("--gap", type=float, default=0.02)
+    p.add_argument("--capacity", type=int, default=None, help="requests served at once (default: any number)")
     args = p.parse_args()
-    uvicorn.run(create_app(args.ttft, args.gap), host="127.0.0.1", port=args.port, log_level="warning",
+    uvicorn.run(create_app(args.ttft, args.gap, args.capacity), host="127.0.0.1", port=args.port, log_level="warning",
                 http=protocol())

@@ -11,10 +11,6 @@ meet the stub's first-use costs, each made TTFT several milliseconds too long (t
 import asyncio
 import json
 import statistics
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import httpx
 import pytest
@@ -22,30 +18,15 @@ import pytest
 from llmperf.bench import run
 from llmperf.metrics import percentile
 from tests.served import free_port
+from tests.stub_server import started
 
 TTFT, GAP, TOKENS = 0.2, 0.02, 12
 
 
 @pytest.fixture(scope="module")
 def stub():
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("stub_server.py")), "--port", str(port),
-                             "--ttft", str(TTFT), "--gap", str(GAP)], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.time() + 60
-        while True:
-            assert proc.poll() is None and time.time() < deadline, "the stub server did not start"
-            try:
-                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
+    with started(free_port(), TTFT, GAP) as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 def errors_ms(records, truth) -> dict[str, list[float]]:

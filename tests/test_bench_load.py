@@ -61,6 +61,10 @@ def test_python_m_llmperf_bench_at_the_servers_root_with_warm_up_and_a_cap(serve
     assert "generated tokens 24; the clients' usage says 24" in printed
     saved = json.loads(out.read_text())
     assert len(saved["requests"]) == 8 and saved["command"].startswith("python -m llmperf.bench --url ")
+    # What two runs need to be compared: where the client ran, and which definition each number follows.
+    assert {"started", "processor", "cpu_count", "python", "httpx", "llmperf"} <= set(saved["environment"])
+    assert saved["definitions"]["tpot"]["names"]["GenAI-Perf / AIPerf"] == "Inter Token Latency (ITL)"
+    assert "guidellm's TPOT counts the first token in" in printed and "names per tool" in printed
     server = saved["server_metrics"]
     assert server["after"]["vllm:generation_tokens_total"] - server["before"]["vllm:generation_tokens_total"] == 24
     assert sum(engine.finished.values()) - before == 8 + 3  # the warm-up requests were sent, and not counted

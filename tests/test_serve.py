@@ -278,7 +278,8 @@ def test_python_m_llmperf_bench(server, tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "completed 9, failed 0" in printed and "goodput" in printed and "nearest_rank" in printed
     assert len(json.loads(out_json.read_text())["requests"]) == 9
-    assert len(out_csv.read_text().splitlines()) == 10
+    rows = out_csv.read_text().splitlines()
+    assert len(rows) == 10 and rows[0].startswith("sent,queued,ttft,e2e,tpot,")
 
 
 @pytest.mark.parametrize("argv, words", [

@@ -6,6 +6,9 @@ It sends streaming requests and records, for each, when it was sent, when each
 chunk of text arrived, the token counts the server reports in `usage`, and any
 error (`metrics.RequestRecord`); then it prints `metrics.summarize`'s table.
 
+`--sweep rate` (or `concurrency`) runs a series of loads instead and reports the server's capacity, the knee of
+its throughput-latency curve, and the heaviest load that met the objectives (`sweep`'s docstring).
+
 How it loads a server, open loop at a rate, closed loop at a concurrency, or a rate with a cap, and with
 warm-up requests first, is `load`'s docstring. `--url` takes the server's root, as AIPerf, guidellm and vLLM's
 benchmark do, or its /v1 base, as the `openai` client does (`client.api_base`).
@@ -20,7 +23,8 @@ Errors (HTTP status, timeouts, dropped connections) are recorded with the
 request and never stop the run.
 
 The modules: `client` (one request, timed; the API's address), `load` (arrivals, concurrency, warm-up),
-`workloads` (prompt and output lengths, shared prefixes), `watch` (llmperf.serve's count in flight, from
+`workloads` (prompt and output lengths, shared prefixes), `sweep` (a series of loads: capacity, knee, the
+heaviest load meeting objectives), `names` (what each number means, and its name in other tools), `watch` (llmperf.serve's count in flight, from
 /health), `scrape` (any server's /metrics, beside the client's numbers), `report` (the run's figure), `cli`
 (the command).
 """
@@ -29,5 +33,6 @@ from .cli import load_prompts, main, write_csv  # noqa: F401
 from .client import api_base, discover_model, send  # noqa: F401
 from .load import achieved_rate, arrival_gaps, run, synthetic_prompts, warm_up  # noqa: F401
 from .scrape import ServerView, scrape_metrics  # noqa: F401
+from .sweep import Point, Sweep, sweep  # noqa: F401
 from . import workloads  # noqa: F401
 from .watch import watch_in_flight  # noqa: F401

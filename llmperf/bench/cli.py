@@ -5,8 +5,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import csv
+import datetime
 import json
 import math
+import os
+import platform
 import shlex
 import sys
 from collections.abc import Sequence
@@ -14,22 +17,44 @@ from contextlib import nullcontext
 from dataclasses import asdict
 from pathlib import Path
 
+from ..host import cpu_name
 from ..metrics import PERCENTILE_METHODS, RequestRecord, format_summary, percentile, summarize
 from .client import api_base, discover_model
-from . import workloads
+from . import names, workloads
 from .load import achieved_rate, arrival_gaps, run, warm_up
 from .scrape import SERVERS, scrape_metrics
+from .sweep import KINDS, Sweep, sweep
 
 
-def write_csv(records: Sequence[RequestRecord], path: str) -> None:
-    """One row per request: send time, TTFT, E2E, TPOT (s), token counts, error."""
+def write_csv(records: "Sequence[RequestRecord] | Sweep", path: str) -> None:
+    """One row per request: send time, the wait for a slot in the client, TTFT, E2E, TPOT (s), token counts,
+    error. For a sweep, one row per point instead (`Point.row`), as guidellm writes one per benchmark."""
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["sent", "ttft", "e2e", "tpot", "input_tokens", "output_tokens", "chunks", "error"])
+        if isinstance(records, Sweep):
+            rows = records.rows()
+            heads = list(dict.fromkeys(h for r in rows for h in r))
+            w.writerow(heads)
+            w.writerows([r.get(h) for h in heads] for r in rows)
+            return
+        w.writerow(["sent", "queued", "ttft", "e2e", "tpot", "input_tokens", "output_tokens", "chunks", "error"])
         for r in records:
             t = r.times if r.ok else None
-            w.writerow([r.sent, t and t.ttft, t and t.e2e, t and t.tpot, r.input_tokens,
+            w.writerow([r.sent, r.queued, t and t.ttft, t and t.e2e, t and t.tpot, r.input_tokens,
                         t.n_tokens if t else 0, len(r.token_times), r.error or ""])
+
+
+def environment() -> dict:
+    """Where the load generator ran, for two runs' JSON to be compared: when (UTC), the host, its processor and
+    cores, Python and the HTTP client's version. (The server's machine is the server's to report.)"""
+    import httpx
+
+    from .. import __version__
+
+    return {"started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "host": platform.node(), "platform": platform.platform(), "processor": cpu_name(),
+            "cpu_count": os.cpu_count(), "python": platform.python_version(), "httpx": httpx.__version__,
+            "llmperf": __version__}
 
 
 def load_prompts(path: str) -> list:
@@ -80,6 +105,14 @@ def main(argv=None) -> int:
     p.add_argument("--concurrency", type=int, help="closed loop: clients sending one request at a time; with "
                    "--rate, the most requests in flight")
     p.add_argument("--warmups", type=int, default=0, help="requests sent first and not measured")
+    p.add_argument("--sweep", choices=KINDS, default=None, help="run a series of loads (llmperf.bench.sweep): by "
+                   "rate, one request at a time, all at once, then --sweep-steps rates between (--concurrency caps "
+                   "each); by concurrency, a closed loop at each of --sweep-values")
+    p.add_argument("--sweep-steps", type=int, default=4, help="rates between one at a time and all at once")
+    p.add_argument("--sweep-values", default=None, help="comma-separated rates (requests/s) or client counts to "
+                   "run instead (a concurrency sweep's default: 1,2,4,8,16)")
+    p.add_argument("--attainment", type=float, default=90.0, help="%% of a sweep point's requests that must meet "
+                   "every objective for the point to meet them (DistServe's goodput; default 90)")
     p.add_argument("--no-metrics", dest="metrics", action="store_false", help="do not scrape the server's "
                    "/metrics during the run (by default its own counts are reported beside the client's)")
     p.add_argument("--burstiness", type=float, default=1.0, help="gamma shape of the gaps (1: Poisson)")
@@ -110,8 +143,25 @@ def main(argv=None) -> int:
     p.add_argument("--plot", default=None, help="draw the run's TTFT, TPOT and ITL distributions to this file "
                    "(.png, .svg or .pdf)")
     args = p.parse_args(argv)
-    if args.rate is None and args.concurrency is None:
-        p.error("give --rate (open loop), --concurrency (closed loop), or both (a rate with a cap)")
+    values = None
+    if args.sweep:
+        if args.rate is not None:
+            p.error("--sweep chooses its own rates: leave out --rate (give --sweep-values to choose them)")
+        if args.sweep == "concurrency" and args.concurrency is not None:
+            p.error("--sweep concurrency sets the clients itself: give them as --sweep-values, not --concurrency")
+        try:
+            values = [float(v) for v in args.sweep_values.split(",")] if args.sweep_values else None
+        except ValueError:
+            p.error(f"--sweep-values takes comma-separated numbers, got {args.sweep_values!r}")
+        if values is not None and (any(not v > 0 for v in values) or (
+                args.sweep == "concurrency" and any(v != int(v) for v in values))):
+            p.error(f"--sweep-values must be rates > 0, or whole numbers of clients >= 1; got {args.sweep_values!r}")
+        if args.sweep_steps < 0 or not 0 < args.attainment <= 100:
+            p.error("need --sweep-steps >= 0 and 0 < --attainment <= 100")
+    elif args.sweep_values or args.sweep_steps != 4:
+        p.error("--sweep-values and --sweep-steps are for a sweep: give --sweep rate or --sweep concurrency")
+    elif args.rate is None and args.concurrency is None:
+        p.error("give --rate (open loop), --concurrency (closed loop), or both (a rate with a cap), or --sweep")
     if args.rate is not None and not args.rate > 0:
         p.error("--rate must be > 0 (inf sends everything at once)")
     if args.concurrency is not None and args.concurrency < 1:
@@ -156,6 +206,8 @@ def main(argv=None) -> int:
                                 timeout=args.timeout, seed=args.seed, ignore_eos=args.ignore_eos)
         return records, view
 
+    if args.sweep:
+        return _sweep(args, base, model, prompts, outputs, objectives, values, argv)
     records, view = asyncio.run(measured())
     try:
         summary = summarize(records, objectives, args.percentiles)
@@ -169,6 +221,7 @@ def main(argv=None) -> int:
     head = load.splitlines()[0]
     print(f"{model} at {base}, {load}")
     print(format_summary(summary))
+    print(names.legend())
     if args.metrics:
         print(view.report(records) if view else "the server's own count: none (its /metrics, if any, has none of "
               f"the names llmperf.bench reads: {', '.join(SERVERS)})")
@@ -177,8 +230,9 @@ def main(argv=None) -> int:
         with open(args.json, "w") as f:
             server = view and {"server": view.server, "in_flight": view.in_flight, "before": view.before,
                                "after": view.after}
-            json.dump({"command": command, "url": base, "model": model, "achieved_rate": achieved_rate(records),
-                       "server_metrics": server,
+            json.dump({"command": command, "url": base, "model": model, "environment": environment(),
+                       "achieved_rate": achieved_rate(records), "server_metrics": server,
+                       "definitions": names.definitions(),
                        "summary": asdict(summary), "requests": [asdict(r) for r in records]}, f, indent=1)
     if args.csv:
         write_csv(records, args.csv)
@@ -186,5 +240,46 @@ def main(argv=None) -> int:
         from .report import save
 
         save(records, args.plot, f"{model}, {head}", objectives, args.percentiles)
+        print(f"figure: {args.plot}")
+    return 0
+
+
+def _sweep(args, base: str, model: str, prompts, outputs, objectives, values, argv) -> int:
+    """`main` for --sweep: run it, print its points as they end and then its readings; write what was asked."""
+    def said(point) -> None:
+        s = point.summary
+        print(f"  {point.load}: {s.request_throughput:.3g} requests/s, {s.output_throughput:.4g} tokens/s, "
+              f"median TTFT {s.ttft.median * 1e3:.0f} ms, median E2E {s.e2e.median * 1e3:.0f} ms", flush=True)
+
+    print(f"{model} at {base}, a sweep by {args.sweep}" + (f" ({args.warmups} warm-up requests first, not counted)"
+                                                            if args.warmups else ""))
+    try:
+        result = asyncio.run(sweep(
+            base, model, prompts, outputs, args.sweep, values, args.sweep_steps, args.concurrency, objectives,
+            args.attainment / 100, args.percentiles, on_point=said, burstiness=args.burstiness,
+            duration=args.duration, chat=args.chat, timeout=args.timeout, seed=args.seed, warmups=args.warmups,
+            ignore_eos=args.ignore_eos))
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(result.report())
+    print(names.legend())
+    if args.json:
+        command = "python -m llmperf.bench " + shlex.join(sys.argv[1:] if argv is None else argv)
+        found = {"capacity": result.capacity.load, "knee": result.knee and result.knee.load,
+                 "best": result.best and result.best.load, "target": result.target}
+        with open(args.json, "w") as f:
+            json.dump({"command": command, "url": base, "model": model, "environment": environment(),
+                       "definitions": names.definitions(), "sweep": {"kind": result.kind, **found, "points": [
+                           {"label": pt.label, "rate": "inf" if pt.rate == math.inf else pt.rate,  # JSON has no inf
+                            "concurrency": pt.concurrency, "row": pt.row(),
+                            "summary": asdict(pt.summary), "requests": [asdict(r) for r in pt.records]}
+                           for pt in result.points]}}, f, indent=1)
+    if args.csv:
+        write_csv(result, args.csv)
+    if args.plot:
+        from .report import save
+
+        save(result, args.plot, f"{model}: a sweep by {args.sweep}")
         print(f"figure: {args.plot}")
     return 0

@@ -66,12 +66,12 @@ def achieved_rate(records: Sequence[RequestRecord]) -> float | None:
 async def run(url: str, model: str, prompts: Sequence, max_tokens: "int | Sequence[int]", rate: float | None = None,
               concurrency: int | None = None, burstiness: float = 1.0, duration: float | None = None,
               chat: bool = False, timeout: float = 300.0, seed: int = 0, show_progress: bool = True,
-              warmups: int = 0, ignore_eos: bool = True) -> list[RequestRecord]:
+              warmups: int = 0, ignore_eos: bool = True, label: str = "requests") -> list[RequestRecord]:
     """Send every prompt (or, with `duration`, as many as start within it) at `rate` (open loop), at
     `concurrency` (closed loop), or at `rate` with at most `concurrency` in flight; return the records in the
     order the prompts were given. `max_tokens` is one number for every request, or one per prompt. First,
     `warmups` requests (the first prompts, again), unrecorded, `concurrency` (or one) at a time. `ignore_eos`:
-    as `send`."""
+    as `send`. `label` names the progress bar."""
     if rate is None and concurrency is None:
         raise ValueError("Give a rate (open loop), a concurrency (closed loop), or both (a rate with a cap).")
     if rate is not None and not rate > 0:
@@ -89,7 +89,7 @@ async def run(url: str, model: str, prompts: Sequence, max_tokens: "int | Sequen
     records: list[RequestRecord | None] = [None] * len(prompts)
     async with httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=10.0), limits=limits) as client:
         await _connect(client, url, concurrency or 1)
-        bar = progress(range(len(prompts)), "requests") if show_progress else None
+        bar = progress(range(len(prompts)), label) if show_progress else None
         start = time.perf_counter()
 
         def late() -> bool:

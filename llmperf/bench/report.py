@@ -1,9 +1,14 @@
 """A run's figure (`python -m llmperf.bench ... --plot FILE`): what its requests saw, in the book's style.
 
-Three panels, from the successful requests' records: the distribution (empirical CDF) of TTFT and of TPOT, each
-with its median and p99 marked as the summary computes them, and a histogram of every gap between two streamed
-chunks (ITL), where stalls show as a tail. Latency objectives given to the command are drawn as red lines. The
-format follows the file's suffix (.png, .svg, .pdf).
+A run: three panels, from the successful requests' records: the distribution (empirical CDF) of TTFT and of
+TPOT, each with its median and p99 marked as the summary computes them, and a histogram of every gap between two
+streamed chunks (ITL), where stalls show as a tail.
+
+A sweep (`--sweep`): the exchange-rate curve, latency against the output tokens/s each point served: TTFT, TPOT
+and E2E, each at p50 and p99, with the sweep's capacity as a vertical line and its knee circled.
+
+Latency objectives given to the command are drawn as red lines. The format follows the file's suffix (.png,
+.svg, .pdf).
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ..metrics import RequestRecord
+from .sweep import Sweep
 
 MS = 1e3  # seconds to milliseconds
 
@@ -46,12 +52,40 @@ def run_figure(records: Sequence[RequestRecord], title: str, objectives: Mapping
     return fig
 
 
-def save(records: Sequence[RequestRecord], path: str, title: str, objectives: Mapping[str, float] | None = None,
-         method: str = "linear") -> None:
-    """Draw `run_figure` and write it to `path`."""
+def sweep_figure(sweep: Sweep, title: str):
+    """The figure of a sweep (see the module's docstring): one panel per latency, a point per load."""
+    from .. import plots
+
+    fig, axes = plots.figure(ncols=3, height=3.6)
+    xs = [p.summary.output_throughput for p in sweep.points]
+    knee, top = sweep.knee, sweep.capacity
+    for ax, name in zip(axes, ("ttft", "tpot", "e2e")):
+        stats = [getattr(p.summary, name) for p in sweep.points]
+        for q, style, color in (("median", "o-", plots.MEASURED), ("p99", "s--", plots.PALETTE[3])):
+            pairs = [(x, getattr(st, q) * MS) for x, st in zip(xs, stats) if st is not None]
+            if pairs:
+                ax.plot(*zip(*pairs), style, ms=4, lw=1, color=color, label=f"{'p50' if q == 'median' else q}")
+        if knee is not None and getattr(knee.summary, name) is not None:
+            ax.plot(knee.summary.output_throughput, getattr(knee.summary, name).median * MS, "o", ms=11,
+                    mfc="none", color=plots.PALETTE[2], label=f"knee ({knee.load})")
+        ax.axvline(top.summary.output_throughput, color=plots.FIT, ls=":", lw=1, label="capacity")
+        if sweep.objectives and name in sweep.objectives:
+            ax.axhline(sweep.objectives[name] * MS, color=plots.PREDICTED, lw=1.5, label="objective")
+        ax.set_xlabel("output tokens/s served")
+        ax.set_ylabel(f"{name.upper()} (ms)")
+        ax.set_ylim(bottom=0)
+        ax.legend(fontsize=7)
+    fig.suptitle(title, fontsize=10)
+    return fig
+
+
+def save(records: "Sequence[RequestRecord] | Sweep", path: str, title: str,
+         objectives: Mapping[str, float] | None = None, method: str = "linear") -> None:
+    """Draw `run_figure` (or, for a sweep, `sweep_figure`) and write it to `path`."""
     import matplotlib.pyplot as plt
 
-    fig = run_figure(records, title, objectives, method)
+    fig = (sweep_figure(records, title) if isinstance(records, Sweep)
+           else run_figure(records, title, objectives, method))
     try:
         fig.savefig(path)
     finally:

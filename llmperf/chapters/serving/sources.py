@@ -7,7 +7,9 @@ from typing import NamedTuple
 
 import pandas as pd
 
-NONE = "—"  # a tool that reports no such quantity
+# The table of names per tool lives with the load generator, whose JSON points to it.
+from ...bench.names import NAMES, NONE, TOOLS, MetricNames, Tool  # noqa: F401
+
 
 
 class Limit(NamedTuple):
@@ -66,62 +68,6 @@ def limits_view():
     no index (a Styler, which also shows long cells whole)."""
     table = limits_table().assign(source=lambda t: t["source"].map(SOURCE_NAMES))
     return table.style.format({"TTFT p99 limit (s)": "{:g}", "TPOT p99 limit (ms)": "{:g}"}).hide(axis="index")
-
-
-class Tool(NamedTuple):
-    """One benchmarking tool: its column heading, its bib key(s), and where its names were read."""
-
-    column: str
-    cite: tuple[str, ...]
-    read: str  # the documentation or source the names in its column come from
-
-
-TOOLS: tuple[Tool, ...] = (
-    Tool("vLLM", ("vllm_bench_serve",),
-         "vllm/benchmarks/serve.py (`vllm bench serve`; formerly benchmarks/benchmark_serving.py): "
-         "calculate_metrics and the printed summary"),
-    Tool("GenAI-Perf / AIPerf", ("nvidia_genaiperf", "nvidia_aiperf"),
-         "GenAI-Perf: llm_profile_data_parser.py and its goodput tutorial; AIPerf: the Metrics Reference and "
-         "aiperf/metrics/types/*.py"),
-    Tool("guidellm", ("guidellm",),
-         "docs/guides/metrics.md, src/guidellm/schemas/request_stats.py, benchmark/outputs/console.py"),
-    Tool("LLMPerf (Ray)", ("ray_llmperf",),
-         "src/llmperf/common_metrics.py, ray_clients/openai_chat_completions_client.py, token_benchmark_ray.py"),
-)
-"""The tools compared in `names_table`, in its column order: vLLM's `vllm bench serve`, NVIDIA's GenAI-Perf
-and its successor AIPerf (one column: they share their names, except where a cell says otherwise), guidellm,
-and Anyscale's LLMPerf."""
-
-
-class MetricNames(NamedTuple):
-    """One quantity and each tool's own name for it (in `TOOLS`' order); NONE where the tool reports no such
-    quantity. `cite` is the bib key that defines the quantity, where no tool in the table does."""
-
-    definition: str
-    names: tuple[str, str, str, str]
-    cite: str = ""
-
-
-NAMES: tuple[MetricNames, ...] = (
-    MetricNames("TTFT: time from sending a request to its first token",
-                ("TTFT", "Time to First Token (TTFT)", "TTFT", "ttft_s")),
-    MetricNames("per request, (E2E − TTFT) ÷ (output tokens − 1)",
-                ("TPOT", "Inter Token Latency (ITL)", "ITL", NONE)),
-    MetricNames("every gap between successive streamed tokens, pooled over requests",
-                ("ITL", "Inter Chunk Latency (ICL), AIPerf only; gaps between chunks", NONE, NONE)),
-    MetricNames("per request, E2E ÷ output tokens, the first token included",
-                (NONE, NONE, "TPOT", "inter_token_latency_s")),
-    MetricNames("E2E latency: time from sending a request to its last token",
-                ("E2EL", "Request Latency", "Request Latency", "end_to_end_latency_s")),
-    MetricNames("goodput: requests meeting every latency objective ÷ the run's duration",
-                ("Request goodput", "Request goodput (GenAI-Perf), Goodput (AIPerf)", NONE, NONE)),
-    MetricNames("goodput: the highest request rate at which a target share of requests (e.g. 90 %) meets "
-                "the objectives, found by a sweep (DistServe)",
-                (NONE, NONE, NONE, NONE), "zhong2024distserve"),
-)
-"""The clash of metric names between tools: one row per quantity. The same word names different quantities
-("ITL" is a per-request mean in GenAI-Perf, AIPerf and guidellm but vLLM's pooled gaps; "TPOT" excludes the
-first token in vLLM and includes it in guidellm), and one quantity has different names."""
 
 
 def names_table() -> pd.DataFrame:
