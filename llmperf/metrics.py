@@ -116,7 +116,8 @@ class RequestRecord:
     `input_tokens` and `output_tokens`: the server's `usage` (None when it sent none: then one token per chunk is
     assumed); `error`: why the request failed (a status code, a timeout, a dropped connection), or None;
     `queued`: how long it waited in the client for a free slot under a concurrency cap, between its arrival and
-    `sent` (vLLM reports this apart, and, as here, leaves it out of TTFT and E2E).
+    `sent` (vLLM reports this apart, and, as here, leaves it out of TTFT and E2E); `turn`: its place in a
+    multi-turn conversation (1, 2, ...), 0 for a request on its own.
     """
 
     sent: float
@@ -125,6 +126,7 @@ class RequestRecord:
     output_tokens: int | None = None
     error: str | None = None
     queued: float = 0.0
+    turn: int = 0
 
     @property
     def ok(self) -> bool:

@@ -279,7 +279,7 @@ def test_python_m_llmperf_bench(server, tmp_path, capsys):
     assert "completed 9, failed 0" in printed and "goodput" in printed and "nearest_rank" in printed
     assert len(json.loads(out_json.read_text())["requests"]) == 9
     rows = out_csv.read_text().splitlines()
-    assert len(rows) == 10 and rows[0].startswith("sent,queued,ttft,e2e,tpot,")
+    assert len(rows) == 10 and rows[0].startswith("sent,queued,turn,ttft,e2e,tpot,")
 
 
 @pytest.mark.parametrize("argv, words", [

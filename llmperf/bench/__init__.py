@@ -23,7 +23,8 @@ Errors (HTTP status, timeouts, dropped connections) are recorded with the
 request and never stop the run.
 
 The modules: `client` (one request, timed; the API's address), `load` (arrivals, concurrency, warm-up),
-`workloads` (prompt and output lengths, shared prefixes), `sweep` (a series of loads: capacity, knee, the
+`workloads` (prompt and output lengths, shared prefixes), `conversations` (multi-turn: each request carries
+the history), `sweep` (a series of loads: capacity, knee, the
 heaviest load meeting objectives), `names` (what each number means, and its name in other tools), `watch` (llmperf.serve's count in flight, from
 /health), `scrape` (any server's /metrics, beside the client's numbers), `report` (the run's figure), `cli`
 (the command).
@@ -34,5 +35,5 @@ from .client import api_base, discover_model, send  # noqa: F401
 from .load import achieved_rate, arrival_gaps, run, synthetic_prompts, warm_up  # noqa: F401
 from .scrape import ServerView, scrape_metrics  # noqa: F401
 from .sweep import Point, Sweep, sweep  # noqa: F401
-from . import workloads  # noqa: F401
+from . import conversations, workloads  # noqa: F401
 from .watch import watch_in_flight  # noqa: F401

@@ -20,14 +20,14 @@ from pathlib import Path
 from ..host import cpu_name
 from ..metrics import PERCENTILE_METHODS, RequestRecord, format_summary, percentile, summarize
 from .client import api_base, discover_model
-from . import names, workloads
+from . import conversations, names, workloads
 from .load import achieved_rate, arrival_gaps, run, warm_up
 from .scrape import SERVERS, scrape_metrics
 from .sweep import KINDS, Sweep, sweep
 
 
 def write_csv(records: "Sequence[RequestRecord] | Sweep", path: str) -> None:
-    """One row per request: send time, the wait for a slot in the client, TTFT, E2E, TPOT (s), token counts,
+    """One row per request: send time, the wait for a slot in the client, its turn in a conversation, TTFT, E2E, TPOT (s), token counts,
     error. For a sweep, one row per point instead (`Point.row`), as guidellm writes one per benchmark."""
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
@@ -37,10 +37,10 @@ def write_csv(records: "Sequence[RequestRecord] | Sweep", path: str) -> None:
             w.writerow(heads)
             w.writerows([r.get(h) for h in heads] for r in rows)
             return
-        w.writerow(["sent", "queued", "ttft", "e2e", "tpot", "input_tokens", "output_tokens", "chunks", "error"])
+        w.writerow(["sent", "queued", "turn", "ttft", "e2e", "tpot", "input_tokens", "output_tokens", "chunks", "error"])
         for r in records:
             t = r.times if r.ok else None
-            w.writerow([r.sent, r.queued, t and t.ttft, t and t.e2e, t and t.tpot, r.input_tokens,
+            w.writerow([r.sent, r.queued, r.turn, t and t.ttft, t and t.e2e, t and t.tpot, r.input_tokens,
                         t.n_tokens if t else 0, len(r.token_times), r.error or ""])
 
 
@@ -129,6 +129,8 @@ def main(argv=None) -> int:
     p.add_argument("--shared-prefix", type=int, default=0, help="synthetic prompts: ids every prompt of a group "
                    "starts with (a system prompt), before its own --input-len")
     p.add_argument("--prefix-groups", type=int, default=1, help="groups sharing a prefix, taken in turn")
+    p.add_argument("--turns", type=int, default=1, help="multi-turn: each of --num-requests is a conversation of "
+                   "this many requests, each carrying the whole history (llmperf.bench.conversations)")
     p.add_argument("--chat", action="store_true", help="use /chat/completions (prompts as user messages)")
     p.add_argument("--no-ignore-eos", dest="ignore_eos", action="store_false", help="let the server stop at the "
                    "model's end-of-sequence token (answers may be shorter than --output-len)")
@@ -175,6 +177,8 @@ def main(argv=None) -> int:
         p.error(f"--plot needs a .png, .svg or .pdf file in a folder that exists, got {args.plot!r}")
     if args.shared_prefix < 0 or args.prefix_groups < 1:
         p.error("need --shared-prefix >= 0 and --prefix-groups >= 1")
+    if args.turns < 1:
+        p.error("--turns must be at least 1 (1: single requests)")
     if args.chat and not args.prompts_file:
         p.error("--chat needs --prompts-file: synthetic prompts are token ids, which only /completions takes")
     try:
@@ -191,6 +195,10 @@ def main(argv=None) -> int:
                                       seed=args.seed)
             prompts = workloads.prompts(sizes, prefix=args.shared_prefix, groups=args.prefix_groups,
                                         seed=args.seed)
+        if args.turns > 1 and args.prompts_file:
+            prompts = conversations.from_lines(prompts, args.num_requests, args.turns)
+        elif args.turns > 1:
+            prompts = conversations.from_ids(prompts, args.turns, sizes, seed=args.seed + 2)
     except ValueError as e:
         p.error(str(e))
     prompts = [prompts[i % len(prompts)] for i in range(args.num_requests)]
@@ -215,12 +223,15 @@ def main(argv=None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 1
     drawn = None
-    if args.rate is not None and math.isfinite(args.rate) and len(records) > 1:
-        drawn = (len(records) - 1) / sum(arrival_gaps(args.rate, len(records), args.burstiness, args.seed)[1:])
+    arrived = sum(r.turn <= 1 for r in records)  # requests, or conversations
+    if args.rate is not None and math.isfinite(args.rate) and arrived > 1:
+        drawn = (arrived - 1) / sum(arrival_gaps(args.rate, arrived, args.burstiness, args.seed)[1:])
     load = describe_load(records, args.rate, args.concurrency, args.percentiles, drawn, args.warmups)
     head = load.splitlines()[0]
     print(f"{model} at {base}, {load}")
     print(format_summary(summary))
+    if args.turns > 1:
+        print(conversations.by_turn(records, args.percentiles))
     print(names.legend())
     if args.metrics:
         print(view.report(records) if view else "the server's own count: none (its /metrics, if any, has none of "

@@ -47,7 +47,7 @@ def discover_model(base: str, timeout: float = 10.0) -> str:
 
 
 async def send(client: httpx.AsyncClient, url: str, model: str, prompt, max_tokens: int, chat: bool = False,
-               temperature: float = 0.0, ignore_eos: bool = True) -> RequestRecord:
+               temperature: float = 0.0, ignore_eos: bool = True, text: list[str] | None = None) -> RequestRecord:
     """One streaming request; its record, never an exception (errors are recorded in it).
 
     Its clock starts when the request's head starts to go out on its connection (httpcore's trace hook), and
@@ -61,7 +61,7 @@ async def send(client: httpx.AsyncClient, url: str, model: str, prompt, max_toke
     body = {"model": model, "max_tokens": max_tokens, "temperature": temperature, "stream": True,
             "stream_options": {"include_usage": True}, "ignore_eos": ignore_eos}
     if chat:
-        body["messages"] = [{"role": "user", "content": prompt}]
+        body["messages"] = prompt if isinstance(prompt, list) else [{"role": "user", "content": prompt}]
     else:
         body["prompt"] = prompt
     endpoint = f"{url.rstrip('/')}/{'chat/completions' if chat else 'completions'}"
@@ -95,14 +95,17 @@ async def send(client: httpx.AsyncClient, url: str, model: str, prompt, max_toke
                     return RequestRecord(sent, times, error=f"stream error: {_error_message(json.dumps(event))}")
                 if event.get("usage"):
                     usage = event["usage"]
-                if any(_text(c, chat) for c in event.get("choices") or ()):
+                said = "".join(_text(c, chat) for c in event.get("choices") or ())
+                if said:
                     times.append(arrived)
+                    if text is not None:
+                        text.append(said)
         finally:
             await r.aclose()
     except (httpx.HTTPError, json.JSONDecodeError) as e:
         return RequestRecord(sent, times, error=f"{type(e).__name__}: {e}" if str(e) else type(e).__name__)
     if usage is None:
-        return RequestRecord(sent, times, input_tokens=len(prompt) if isinstance(prompt, list) else 0)
+        return RequestRecord(sent, times, input_tokens=len(prompt) if isinstance(prompt, list) and not chat else 0)
     return RequestRecord(sent, times, input_tokens=usage.get("prompt_tokens", 0),
                          output_tokens=max(usage.get("completion_tokens", 0), len(times)) if times else 0)
 

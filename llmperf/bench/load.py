@@ -32,6 +32,7 @@ from ..metrics import RequestRecord
 from ..progress import progress
 from . import workloads
 from .client import send
+from .conversations import Conversation, converse
 
 
 def arrival_gaps(rate: float, n: int, burstiness: float = 1.0, seed: int = 0) -> list[float]:
@@ -55,8 +56,9 @@ def synthetic_prompts(n: int, input_len: int, vocab: int = 32_000, seed: int = 0
 
 def achieved_rate(records: Sequence[RequestRecord]) -> float | None:
     """Requests per second at which the run's requests arrived (before any wait for a slot): n − 1 gaps over
-    the span from the first arrival to the last; None for fewer than two requests, inf if all came at once."""
-    arrivals = sorted(r.sent - r.queued for r in records)
+    the span from the first arrival to the last; None for fewer than two requests, inf if all came at once. A
+    conversation arrives once, with its first turn (the rate and the cap count conversations)."""
+    arrivals = sorted(r.sent - r.queued for r in records if r.turn <= 1)
     if len(arrivals) < 2:
         return None
     span = arrivals[-1] - arrivals[0]
@@ -71,7 +73,10 @@ async def run(url: str, model: str, prompts: Sequence, max_tokens: "int | Sequen
     `concurrency` (closed loop), or at `rate` with at most `concurrency` in flight; return the records in the
     order the prompts were given. `max_tokens` is one number for every request, or one per prompt. First,
     `warmups` requests (the first prompts, again), unrecorded, `concurrency` (or one) at a time. `ignore_eos`:
-    as `send`. `label` names the progress bar."""
+    as `send`. `label` names the progress bar.
+
+    A prompt may be a `Conversation`: its turns then go one after another (`conversations.converse`), each
+    recorded; the rate and the cap count conversations, and the records come in the conversations' order."""
     if rate is None and concurrency is None:
         raise ValueError("Give a rate (open loop), a concurrency (closed loop), or both (a rate with a cap).")
     if rate is not None and not rate > 0:
@@ -86,7 +91,7 @@ async def run(url: str, model: str, prompts: Sequence, max_tokens: "int | Sequen
     if warmups:
         await warm_up(url, model, prompts, lengths, warmups, concurrency or 1, chat, timeout, ignore_eos)
     limits = httpx.Limits(max_connections=concurrency or 1000, max_keepalive_connections=concurrency or 100)
-    records: list[RequestRecord | None] = [None] * len(prompts)
+    records: list[list[RequestRecord]] = [[] for _ in prompts]
     async with httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=10.0), limits=limits) as client:
         await _connect(client, url, concurrency or 1)
         bar = progress(range(len(prompts)), label) if show_progress else None
@@ -95,14 +100,20 @@ async def run(url: str, model: str, prompts: Sequence, max_tokens: "int | Sequen
         def late() -> bool:
             return duration is not None and time.perf_counter() - start >= duration
 
+        async def request(i: int) -> list[RequestRecord]:
+            if isinstance(prompts[i], Conversation):
+                return await converse(client, url, model, prompts[i], lengths[i], chat, ignore_eos)
+            return [await send(client, url, model, prompts[i], lengths[i], chat, ignore_eos=ignore_eos)]
+
         async def one(i: int, slots: asyncio.Semaphore | None = None) -> None:
             arrived = time.perf_counter()
             if slots is None:
-                records[i] = await send(client, url, model, prompts[i], lengths[i], chat, ignore_eos=ignore_eos)
+                records[i] = await request(i)
             else:
                 async with slots:
-                    record = await send(client, url, model, prompts[i], lengths[i], chat, ignore_eos=ignore_eos)
-                records[i] = replace(record, queued=max(record.sent - arrived, 0.0))
+                    records[i] = await request(i)
+                first = records[i][0]
+                records[i][0] = replace(first, queued=max(first.sent - arrived, 0.0))
             if bar is not None:
                 bar.update()
 
@@ -120,16 +131,18 @@ async def run(url: str, model: str, prompts: Sequence, max_tokens: "int | Sequen
             await _closed_loop(concurrency, range(len(prompts)), one, late)
         if bar is not None:
             bar.close()
-    return [r for r in records if r is not None]
+    return [r for sent in records for r in sent]
 
 
 async def warm_up(url: str, model: str, prompts: Sequence, lengths: Sequence[int], n: int, concurrency: int = 1,
                   chat: bool = False, timeout: float = 300.0, ignore_eos: bool = True) -> None:
-    """Send `n` requests (the first prompts, cycled, each with its length), `concurrency` at a time, and forget
-    them: what `run(warmups=n)` does first, apart, so that a caller can start its own clocks after it."""
+    """Send `n` requests (the first prompts, cycled, each with its length; a conversation's first turn),
+    `concurrency` at a time, and forget them: what `run(warmups=n)` does first, apart, so that a caller can start
+    its own clocks after it."""
+    firsts = [p[0] if isinstance(p, Conversation) else p for p in prompts]
     async with httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=10.0)) as client:
         await _closed_loop(min(concurrency, n), range(n), lambda i: send(
-            client, url, model, prompts[i % len(prompts)], lengths[i % len(prompts)], chat, ignore_eos=ignore_eos))
+            client, url, model, firsts[i % len(firsts)], lengths[i % len(firsts)], chat, ignore_eos=ignore_eos))
 
 
 async def _connect(client: httpx.AsyncClient, url: str, n: int) -> None:
