@@ -189,3 +189,16 @@ def test_the_run_figure_shows_each_distribution_and_the_objectives():
     assert sum(p.get_height() for p in itl_ax.patches) == 20  # two gaps per request
     with pytest.raises(ValueError, match="No request succeeded"):
         run_figure(records[-1:], "nothing")
+
+
+def test_only_the_samples_a_view_reads_are_parsed():
+    """A server's /metrics is mostly histograms; the scraper parses only the gauges and counters it reads, each
+    summed over its label sets, comments and all else left out."""
+    from llmperf.bench.scrape import WANTED, parse
+
+    text = "\n".join(["# HELP vllm:num_requests_running Requests running.", "# TYPE vllm:num_requests_running gauge",
+                      'vllm:num_requests_running{model_name="a"} 2.0', 'vllm:num_requests_running{model_name="b"} 1.0',
+                      'vllm:e2e_request_latency_seconds_bucket{le="0.5",model_name="a"} 7.0',
+                      "vllm:num_requests_running_extra 9.0", "sglang:num_queue_reqs 4", ""])
+    assert parse(text, WANTED) == {"vllm:num_requests_running": 3.0, "sglang:num_queue_reqs": 4.0}
+    assert parse(text)["vllm:e2e_request_latency_seconds_bucket"] == 7.0  # without `wanted`: everything

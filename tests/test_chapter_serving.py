@@ -43,6 +43,19 @@ def test_serving_wording():
 BATCHES = [1, 4, 16]
 
 
+def test_rate_sweep_wording():
+    assert "no knee to find" in serving.knee_text(None, 0, 0)
+    assert "is at 2 req/s: 1,234 tokens/s at a median E2E of 1.50 s" in serving.knee_text("2 req/s", 1234, 1.5)
+    loads, served = ["1 at a time", "2 req/s", "all at once"], [1.0, 1.9, 3.0]
+    none = serving.distserve_goodput(loads, served, [0.5, 0.2, 0.0], 0.9, None)
+    assert "not even one request at a time" in none and "(50 % did)" in none and "goodput is zero" in none
+    every = serving.distserve_goodput(loads, served, [1.0, 1.0, 0.95], 0.9, 2)
+    assert "even with every request sent at once, 95 % met" in every and "its capacity, 3.00 requests/s" in every
+    between = serving.distserve_goodput(loads, served, [1.0, 0.9, 0.25], 0.9, 1)
+    assert "the heaviest load at which 90 % of requests met the objectives was 2 req/s (1.90 requests/s" in between
+    assert "at the next, all at once, only 25 % were" in between
+
+
 def limits(ttft, tpot):
     """limits_met on a three-point sweep against limits of 0.5 s (TTFT) and 30 ms (TPOT)."""
     return serving.limits_met(BATCHES, ttft, tpot, 0.5, 0.03, "interactive")
@@ -156,6 +169,11 @@ def sweep(small):
 
 
 @pytest.fixture(scope="module")
+def rates(small, sweep):
+    return serving.rate_sweep(small, sweep.objectives)
+
+
+@pytest.fixture(scope="module")
 def loops(small):
     return serving.stall_loops(small)
 
@@ -214,6 +232,39 @@ def test_batch_sweep(sweep):
     assert numbers["lone_tokens"] == 8 and numbers["lone_pred_ms"] == pytest.approx(
         numbers["lone_ttft_ms"] + 7 * numbers["lone_tpot_ms"])
     assert len(figures.exchange_rate(sweep).axes) == 2 and len(figures.goodput(sweep).axes) == 1
+
+
+def test_rate_sweep(rates, sweep):
+    assert [p.label for p in rates.points] == ["synchronous", "rate", "rate", "throughput"]
+    assert all(len(p.records) == 4 and all(r.ok and r.output_tokens == 2 for r in p.records) for p in rates.points)
+    assert rates.sweep.objectives == sweep.objectives and rates.max_tokens == 2
+    numbers = rates.numbers()
+    assert numbers["rs_batch"] == 2 and numbers["rs_requests"] == 4 and numbers["rs_steps"] == 2
+    assert numbers["rs_gain"] == pytest.approx(numbers["rs_capacity"] / numbers["rs_sync"])
+    assert isinstance(numbers["rs_knee_text"], str) and isinstance(numbers["rs_goodput_text"], str)
+    assert len(rates.table().data) == 4 and len(rates.figure().axes) == 3
+    # (Not rates.check(): the tiny model's step costs so little that batching cannot gain 1.5 times here.)
+
+
+def hand_rates(all_at_once_e2e: float, limit: float = 10.0):
+    """One at a time: four requests of 1.1 s one after another; then all four at once, each taking
+    `all_at_once_e2e`; a TTFT objective of `limit` s."""
+    from llmperf.bench import Point, Sweep
+
+    one = [request(i * 1.1, gap=0.1) for i in range(4)]
+    together = [request(0.0, gap=(all_at_once_e2e - 0.1) / 10) for _ in range(4)]
+    objectives = {"ttft": limit}
+    points = [Point("synchronous", None, 1, one, objectives), Point("throughput", float("inf"), None, together,
+                                                                   objectives)]
+    return serving.RateSweep("cpu", 4, 4, 11, Sweep("rate", points, objectives))
+
+
+def test_rate_sweep_check():
+    hand_rates(2.0).check()  # 2 requests/s all at once against 0.91 one at a time: 2.2 times
+    with pytest.raises(AssertionError, match="not 1.5 times"):
+        hand_rates(3.2).check()  # 1.25 requests/s: 1.4 times
+    assert "goodput is zero" in hand_rates(2.0, limit=0.05).numbers()["rs_goodput_text"]
+    assert "its goodput is its capacity" in hand_rates(2.0).numbers()["rs_goodput_text"]
 
 
 def test_stall_loops(loops):
@@ -386,7 +437,7 @@ def test_bootstrap_and_seeds():
     assert serving.request_lengths(5, 7) == serving.request_lengths(5, 7)
 
 
-def test_every_glued_name_is_read_once(run, sweep, loops):
+def test_every_glued_name_is_read_once(run, sweep, loops, rates):
     """The notebook's glued parts name no number twice; the prose reads every name it needs, and every name
     glued is read by the prose."""
     from pathlib import Path
@@ -395,6 +446,7 @@ def test_every_glued_name_is_read_once(run, sweep, loops):
 
     notebook = Path(__file__).resolve().parents[1] / "notebooks" / "06_metrics.ipynb"
     kv = serving.kv_capacity()
-    parts = [run.numbers(), kv.numbers(), sweep.numbers(), loops.numbers(), serving.claim_check(kv).numbers(),
+    parts = [run.numbers(), kv.numbers(), sweep.numbers(), rates.numbers(), loops.numbers(),
+             serving.claim_check(kv).numbers(),
              serving.exercise_numbers(kv)]
     check_glued_once(parts, notebook, unread_allowed=set())

@@ -141,7 +141,7 @@ class Sweep:
                      f"{knee.summary.e2e.median * 1e3:.0f} ms" if knee else
                      "knee: none (it needs three points and a curve that is not flat)")
         if self.objectives:
-            said = ", ".join(f"{k.upper()} ≤ {v * 1e3:g} ms" for k, v in self.objectives.items())
+            said = ", ".join(f"{k.upper()} ≤ {v * 1e3:.4g} ms" for k, v in self.objectives.items())
             best = self.best
             lines.append(f"objectives ({said}) met by {self.target:.0%} of requests: " + (
                 f"at most at {best.load} ({best.summary.request_throughput:.3g} requests/s served)" if best else

@@ -3,7 +3,7 @@ from them.
 
 Every served experiment starts the course's server (`llmperf.serve`) in this process on a free port of
 127.0.0.1, loads it with the load generator (`llmperf.bench`), and returns a record holding each request's
-timestamps and the server's polled count of requests in flight; the metrics are derived from them
+timestamps and the server's count of requests in flight, read from its /metrics; the metrics are derived from them
 (`llmperf.metrics`). What is where:
 
     served   what the served runs share: the model's name, the requests' lengths, sending a watched load
@@ -11,6 +11,7 @@ timestamps and the server's polled count of requests in flight; the metrics are 
              `lone_request`: one request alone on a server (the predict-then-measure exercise)
     sweep    `batch_sweep`: the exchange rate over max batch sizes, the prefills per step, MLPerf's limits,
              goodput, warm-up
+    rates    `rate_sweep`: one server swept by rate (`bench.sweep`): capacity, knee, DistServe's goodput
     loops    `stall_loops`: closed against open loop around one long prefill; percentiles and their spread
     sums     no measurement: `kv_capacity` (Little's Law sizing a KV cache), `claim_check` (15,000 tokens/s
              at batch 256), `exercise_numbers`
@@ -22,16 +23,18 @@ last cell asserts. The figures are `llmperf.plots.serving`.
 """
 
 from . import sources
-from .claims import (goodput_peak, itl_against_tpot, limits_met, omission, percentile_spread, percentiles_add,
-                     prefill_bursts, residual_text, throughput_path, warm_up)
+from .claims import (distserve_goodput, goodput_peak, itl_against_tpot, knee_text, limits_met, omission,
+                     percentile_spread, percentiles_add, prefill_bursts, residual_text, throughput_path, warm_up)
 from .loops import Loop, Loops, stall_loops
+from .rates import RateSweep, rate_sweep
 from .run import Run, answer_table, closed_run, lone_request
 from .served import NAME, matching_seed, request_lengths
 from .sums import Claim, KVCapacity, claim_check, exercise_numbers, kv_capacity, published_share
 from .sweep import MLPERF_LIMITS, BatchPoint, BatchSweep, batch_sweep
 
-__all__ = ["NAME", "BatchPoint", "BatchSweep", "Claim", "KVCapacity", "Loop", "Loops", "MLPERF_LIMITS", "Run",
-           "answer_table", "batch_sweep", "claim_check", "closed_run", "exercise_numbers", "goodput_peak",
-           "itl_against_tpot", "kv_capacity", "limits_met", "lone_request", "matching_seed", "omission",
+__all__ = ["NAME", "BatchPoint", "BatchSweep", "Claim", "KVCapacity", "Loop", "Loops", "MLPERF_LIMITS", "RateSweep",
+           "Run", "answer_table", "batch_sweep", "claim_check", "closed_run", "distserve_goodput",
+           "exercise_numbers", "goodput_peak", "itl_against_tpot", "knee_text", "kv_capacity", "limits_met",
+           "lone_request", "matching_seed", "omission", "rate_sweep",
            "percentile_spread", "percentiles_add", "prefill_bursts", "published_share", "request_lengths",
            "residual_text", "sources", "stall_loops", "throughput_path", "warm_up"]

@@ -195,3 +195,30 @@ def throughput_path(batches, tok_s) -> str:
                          for b, t, a, prev in fell)
     return (f"The server's output did not rise at every step, though: it fell {where}, so the trade is read from "
             "the ends of the sweep, not from each step")
+
+
+def knee_text(load: str | None, tok_s: float, e2e: float) -> str:
+    """Where a sweep's knee is (`load` None: the curve had none to find), with its throughput and median E2E."""
+    if load is None:
+        return ("the curve has no knee to find: its latency did not rise as its throughput did, or it has too "
+                "few points")
+    return (f"the knee, where more load stops buying throughput and starts buying latency, is at {load}: "
+            f"{tok_s:,.0f} tokens/s at a median E2E of {duration(e2e)}")
+
+
+def distserve_goodput(loads, served, attained, target: float, best: int | None) -> str:
+    """DistServe's goodput read off a rate sweep: `loads` (names, lightest first), `served` (requests/s),
+    `attained` (the share of each point's requests meeting every objective), `best` the index of the heaviest
+    load at which at least `target` did (None if none did)."""
+    def pct(x: float) -> str:
+        return f"{100 * x:.0f} %"
+
+    if best is None:
+        return (f"not even one request at a time met the objectives for {pct(target)} of its requests "
+                f"({pct(attained[0])} did), so under them this server's goodput is zero")
+    if best == len(loads) - 1:
+        return (f"even with every request sent at once, {pct(attained[best])} met the objectives, so they do not "
+                f"limit this server: its goodput is its capacity, {served[best]:.2f} requests/s")
+    return (f"the heaviest load at which {pct(target)} of requests met the objectives was {loads[best]} "
+            f"({served[best]:.2f} requests/s served, {pct(attained[best])} within them); at the next, "
+            f"{loads[best + 1]}, only {pct(attained[best + 1])} were. DistServe's goodput lies between the two")

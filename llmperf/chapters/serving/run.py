@@ -1,7 +1,7 @@
 """One closed-loop load run against the course's server, and what the chapter reads off it: the four numbers
 (TTFT, TPOT, E2E, throughput), the identity E2E = TTFT + TPOT·(n − 1) and how far it is from holding between
-the run's percentiles, TPOT against ITL, and Little's Law between the server's polled count and the client's
-clock.
+the run's percentiles, TPOT against ITL, and Little's Law between the server's own count (its /metrics, scraped)
+and the client's clock.
 """
 
 from __future__ import annotations
@@ -145,7 +145,7 @@ class Run:
     def littles_table(self):
         """L as the server counted it, against λ·W from the client's clock."""
         s, (L, lam_w) = self.summary, self.littles
-        data = [("L: the server's count, time-averaged", f"{len(self.polled)} polls", L),
+        data = [("L: the server's count, time-averaged", f"{len(self.polled)} scrapes of its /metrics", L),
                 ("λ·W: the client's clock",
                  f"{s.request_throughput:.2f} requests/s sent × mean E2E {s.e2e.mean:.2f} s", lam_w)]
         return (pd.DataFrame(data, columns=["measured", "from", "requests in flight"]).style
@@ -175,7 +175,7 @@ class Run:
 def closed_run(s: Setup) -> Run:
     """`sizes.serve_requests` requests of `serve_prompt` random tokens, asking 2 to `serve_new_tokens` tokens
     each, sent by `serve_batch` closed-loop clients to a fresh server of `serve_batch` slots, every response
-    streamed, the server's count of requests in flight polled every 50 ms."""
+    streamed, the server's count of requests in flight read from its /metrics every 50 ms."""
     z = s.sizes
     asked = request_lengths(z.serve_requests, z.serve_new_tokens)
     prompts = bench.synthetic_prompts(z.serve_requests, z.serve_prompt, vocab=s.tokenizer.vocab_size, seed=0)

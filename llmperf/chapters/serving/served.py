@@ -30,17 +30,19 @@ def synchronously(coroutine):
 
 
 async def _watched(server, prompts, lengths, show_progress: bool, how: dict):
-    async with bench.watch_in_flight(server.base) as polled:  # the server's own count, every 50 ms
+    # The server's own count, from its Prometheus /metrics every 50 ms: vllm:num_requests_running + waiting.
+    async with bench.scrape_metrics(server.url, interval=0.05) as view:
         requests = await bench.run(server.url, NAME, prompts, lengths, show_progress=show_progress, **how)
-    return requests, list(polled)
+    return requests, list(view.in_flight)
 
 
 def watched_load(server, prompts, lengths, show_progress: bool = True, **how
-                 ) -> tuple[list[RequestRecord], list[tuple[float, int]]]:
+                 ) -> tuple[list[RequestRecord], list[tuple[float, float]]]:
     """Send `prompts` (asking `lengths` tokens each) to `server` (a `serve.background` one) with
-    `bench.run`, closed loop (`concurrency=`) or open loop (`rate=`, `seed=`), while `bench.watch_in_flight`
-    polls the server's count of requests in flight. Returns the requests' records, in the prompts' order, and
-    the polled (time, count) pairs."""
+    `bench.run`, closed loop (`concurrency=`) or open loop (`rate=`, `seed=`), while `bench.scrape_metrics`
+    reads the server's count of requests in flight from its /metrics, as an operator's Prometheus would (the
+    gauges vLLM names num_requests_running and num_requests_waiting). Returns the requests' records, in the
+    prompts' order, and the scraped (time, count) pairs."""
     return synchronously(_watched(server, prompts, lengths, show_progress, how))
 
 
