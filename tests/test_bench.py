@@ -107,3 +107,13 @@ def test_prompts_of_a_group_share_their_prefix():
     assert prompts([7, 7], seed=2) == synthetic_prompts(2, 7, seed=2)  # no prefix: the plain synthetic prompts
     with pytest.raises(ValueError, match="Need sizes >= 1"):
         prompts([3, 0])
+
+
+def test_exact_arrival_gaps_arrive_at_the_rate_asked():
+    """24 drawn gaps average well off 1/rate; scaled, the 23 between the arrivals average exactly 1/rate, and
+    every gap keeps its share of the whole."""
+    drawn, exact = arrival_gaps(2.0, 24, seed=0), arrival_gaps(2.0, 24, seed=0, exact=True)
+    assert abs(23 / sum(drawn[1:]) - 2.0) > 0.05
+    assert 23 / sum(exact[1:]) == pytest.approx(2.0)
+    assert [e / sum(exact) for e in exact] == pytest.approx([d / sum(drawn) for d in drawn])
+    assert arrival_gaps(2.0, 1, exact=True) == arrival_gaps(2.0, 1)

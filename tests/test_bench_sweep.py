@@ -85,7 +85,8 @@ def test_a_concurrency_sweep_puts_the_knee_at_the_slots():
           f"{[round(e, 3) for e in e2e]}")
     assert result.knee.concurrency == 2  # two slots: a third client only waits
     assert served[1] == pytest.approx(2 * served[0], rel=0.1) and served[3] == pytest.approx(served[1], rel=0.1)
-    assert e2e[3] == pytest.approx(4 * e2e[1], rel=0.15)  # eight clients queue four deep on two slots
+    assert e2e[2] == pytest.approx(2 * e2e[1], rel=0.15)  # four clients on two slots: each waits one request
+    assert e2e[3] > 1.5 * e2e[2]  # eight queue deeper still
 
 
 def records(throughput: float, latency: float, n: int = 10) -> list[RequestRecord]:

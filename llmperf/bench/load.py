@@ -35,15 +35,24 @@ from .client import send
 from .conversations import Conversation, converse
 
 
-def arrival_gaps(rate: float, n: int, burstiness: float = 1.0, seed: int = 0) -> list[float]:
+def arrival_gaps(rate: float, n: int, burstiness: float = 1.0, seed: int = 0, exact: bool = False) -> list[float]:
     """Seconds between n successive request sends at `rate` requests/s: gamma-distributed with mean 1/rate and
-    shape `burstiness` (1: exponential gaps, a Poisson process). rate = inf sends them all at once."""
+    shape `burstiness` (1: exponential gaps, a Poisson process). rate = inf sends them all at once.
+
+    A few dozen draws average well off 1/rate (±20 % is common), so a short run arrives at another rate than
+    the one asked. `exact` scales all n gaps by one factor so that the n − 1 between the n arrivals average
+    exactly 1/rate: the gaps keep their shape, and the run arrives at the rate asked (a sweep needs its points
+    at the rates it names)."""
     if rate <= 0 or burstiness <= 0 or n < 0:
         raise ValueError(f"Need rate > 0, burstiness > 0 and n >= 0; got {rate}, {burstiness}, {n}.")
     if math.isinf(rate):
         return [0.0] * n
     rng = random.Random(seed)
-    return [rng.gammavariate(burstiness, 1 / (rate * burstiness)) for _ in range(n)]
+    gaps = [rng.gammavariate(burstiness, 1 / (rate * burstiness)) for _ in range(n)]
+    if exact and n > 1:
+        scale = (n - 1) / (rate * sum(gaps[1:]))
+        gaps = [g * scale for g in gaps]
+    return gaps
 
 
 def synthetic_prompts(n: int, input_len: int, vocab: int = 32_000, seed: int = 0) -> list[list[int]]:
@@ -68,12 +77,14 @@ def achieved_rate(records: Sequence[RequestRecord]) -> float | None:
 async def run(url: str, model: str, prompts: Sequence, max_tokens: "int | Sequence[int]", rate: float | None = None,
               concurrency: int | None = None, burstiness: float = 1.0, duration: float | None = None,
               chat: bool = False, timeout: float = 300.0, seed: int = 0, show_progress: bool = True,
-              warmups: int = 0, ignore_eos: bool = True, label: str = "requests") -> list[RequestRecord]:
+              warmups: int = 0, ignore_eos: bool = True, label: str = "requests",
+              exact_rate: bool = False) -> list[RequestRecord]:
     """Send every prompt (or, with `duration`, as many as start within it) at `rate` (open loop), at
     `concurrency` (closed loop), or at `rate` with at most `concurrency` in flight; return the records in the
     order the prompts were given. `max_tokens` is one number for every request, or one per prompt. First,
     `warmups` requests (the first prompts, again), unrecorded, `concurrency` (or one) at a time. `ignore_eos`:
-    as `send`. `label` names the progress bar.
+    as `send`. `label` names the progress bar. `exact_rate`: the arrival gaps scaled to the rate asked
+    (`arrival_gaps(exact=True)`).
 
     A prompt may be a `Conversation`: its turns then go one after another (`conversations.converse`), each
     recorded; the rate and the cap count conversations, and the records come in the conversations' order."""
@@ -120,7 +131,7 @@ async def run(url: str, model: str, prompts: Sequence, max_tokens: "int | Sequen
         if rate is not None:  # open loop: each request at its own time, whatever the server does
             slots = asyncio.Semaphore(concurrency) if concurrency is not None else None
             tasks, at = [], start
-            for i, gap in enumerate(arrival_gaps(rate, len(prompts), burstiness, seed)):
+            for i, gap in enumerate(arrival_gaps(rate, len(prompts), burstiness, seed, exact_rate)):
                 at += gap
                 await asyncio.sleep(max(0.0, at - time.perf_counter()))
                 if late():

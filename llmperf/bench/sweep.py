@@ -7,7 +7,8 @@ objectives. Two kinds, as the peers offer them:
 - by rate (guidellm's `sweep` profile): first one request at a time (the synchronous point: the latency of a
   lone request, and the throughput of no batching), then every request at once (the throughput point: the
   most the server completes per second, its capacity, with latencies as bad as they get), then `steps` rates
-  spread evenly between the two, each an open loop with Poisson arrivals (`load.run`);
+  spread evenly between the two, each an open loop with Poisson arrivals (`load.run`), their gaps scaled so
+  that each point's requests arrive at exactly the rate it names (`load.arrival_gaps(exact=True)`);
 - by concurrency (AIPerf's and vLLM's sweeps over `--max-concurrency`): a closed loop at each count of clients.
 
 Every point runs the same requests. Three readings come from the points (`Sweep`):
@@ -182,7 +183,7 @@ async def sweep(url: str, model: str, prompts: Sequence, max_tokens: "int | Sequ
     async def measure(label: str, rate: float | None, cap: int | None) -> Point:
         nonlocal warmups
         records = await run(url, model, prompts, max_tokens, rate=rate, concurrency=cap, warmups=warmups,
-                            label=describe(label, rate, cap), **options)
+                            label=describe(label, rate, cap), exact_rate=True, **options)
         warmups = 0  # only before the first point
         point = Point(label, rate, cap, records, objectives, method)
         points.append(point)
