@@ -106,13 +106,18 @@ def test_run_refuses_impossible_loads_before_sending(kwargs, words):
         asyncio.run(run(f"http://127.0.0.1:{free_port()}/v1", NAME, [[1]], 1, show_progress=False, **kwargs))
 
 
-def test_the_load_generator_runs_where_torch_cannot_be_imported(server):
+@pytest.mark.parametrize("how, said", [
+    (["--concurrency", "2"], "completed 3, failed 0"),
+    (["--sweep", "concurrency", "--sweep-values", "1,2", "--turns", "2", "--plot", "PLOT"], "knee:"),
+], ids=["a run", "a sweep of conversations, drawn"])
+def test_the_load_generator_runs_where_torch_cannot_be_imported(server, how, said, tmp_path):
     """A reader points it at vLLM from a machine without PyTorch: `import torch` is made to fail, and the
-    command still loads the server and prints its summary."""
+    command still loads the server and prints its summary (or its sweep, and draws it)."""
     import subprocess
     import sys
 
     url, _ = server
+    how = [str(tmp_path / "sweep.svg") if a == "PLOT" else a for a in how]
     code = """
 import importlib.abc, runpy, sys
 class NoTorch(importlib.abc.MetaPathFinder):
@@ -120,15 +125,15 @@ class NoTorch(importlib.abc.MetaPathFinder):
         if name == "torch" or name.startswith("torch."):
             raise ImportError("torch is blocked in this test")
 sys.meta_path.insert(0, NoTorch())
-sys.argv = ["llmperf.bench", "--url", sys.argv[1], "--concurrency", "2", "--num-requests", "3",
-            "--input-len", "3", "--output-len", "2"]
+sys.argv = ["llmperf.bench", "--url", sys.argv[1], "--num-requests", "3", "--input-len", "3", "--output-len", "2",
+            *sys.argv[2:]]
 try:
     runpy.run_module("llmperf.bench", run_name="__main__")
 except SystemExit as e:
     assert "torch" not in sys.modules and e.code == 0, e.code
 """
-    out = subprocess.run([sys.executable, "-c", code, url], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0 and "completed 3, failed 0" in out.stdout, out.stdout + out.stderr
+    out = subprocess.run([sys.executable, "-c", code, url, *how], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and said in out.stdout, out.stdout + out.stderr
 
 
 def test_a_server_without_metrics_is_loaded_all_the_same(server, capsys):
