@@ -32,6 +32,7 @@ Same machine, same run, same SmolLM2 weights, dtype and device: batch 1, a
 
 from __future__ import annotations
 
+import llmperf  # noqa: F401  first: it sets OPENBLAS_THREAD_TIMEOUT before NumPy loads OpenBLAS
 import argparse
 import json
 import os
@@ -48,7 +49,7 @@ from llmperf import cost, hardware, load_smollm2, stream
 from llmperf.config import get_config
 from llmperf.device import (DTYPES, check_dtype, dtype_name, environment, free_memory_bytes, pick_device,
                             synchronize)
-from llmperf.fast import fuse, numpy_blas
+from llmperf.fast import fuse, numpy_blas, tuning
 from llmperf.metrics import RequestTimes
 from llmperf.weights import check_fits, load_smollm2_transformers, smollm2_gguf_path
 
@@ -154,15 +155,20 @@ def big_rows(device, args):
                         device, "copy")
 
 
-def llama_bench() -> str | None:
-    """llama.cpp's benchmark program: $LLAMA_BENCH if set (it must exist), else `llama-bench` on PATH, else None."""
-    named = os.environ.get("LLAMA_BENCH")
+def llama_cpp_program(name: str, variable: str) -> str | None:
+    """A program of llama.cpp's build: $`variable` if set (it must exist), else `name` on PATH, else None."""
+    named = os.environ.get(variable)
     if named:
         if not (Path(named).is_file() and os.access(named, os.X_OK)):
-            raise FileNotFoundError(f"LLAMA_BENCH={named} is not an executable file. Point it at the llama-bench "
-                                    "that llama.cpp's build wrote (build/bin/llama-bench), or unset it.")
+            raise FileNotFoundError(f"{variable}={named} is not an executable file. Point it at the {name} "
+                                    f"that llama.cpp's build wrote (build/bin/{name}), or unset it.")
         return named
-    return shutil.which("llama-bench")
+    return shutil.which(name)
+
+
+def llama_bench() -> str | None:
+    """llama.cpp's benchmark program: $LLAMA_BENCH if set (it must exist), else `llama-bench` on PATH, else None."""
+    return llama_cpp_program("llama-bench", "LLAMA_BENCH")
 
 
 def llama_cpp_f32_gguf(bench: str) -> Path:
@@ -323,9 +329,12 @@ def main(argv=None) -> int:
         if "transformers" in by:
             print(f"{d}: llmperf fused is {by['llmperf fused']['tokens_per_s'] / by['transformers']['tokens_per_s']:.2f}x "
                   f"transformers' tokens/s (plain: {by['llmperf plain']['tokens_per_s'] / by['transformers']['tokens_per_s']:.2f}x)")
+    if device.type == "cpu" and "float32" in dtypes:
+        print(tuning.report())  # how the fused model stored each matrix on this host, and why
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"environment": env, "rows": rows, "fused_over_llama_cpp_pairs": ratios}, f, indent=2)
+            json.dump({"environment": env, "rows": rows, "fused_over_llama_cpp_pairs": ratios,
+                       "numpy_step_layouts": tuning.timings()}, f, indent=2)
         print(f"wrote {args.json}")
     return 0
 

@@ -11,28 +11,53 @@ longest answer, while continuous batching refills a finished slot at once. For e
 and p99 of TTFT and TPOT. The server's maximum batch is the largest
 concurrency, so at concurrency C up to C sequences decode together.
 
+The server decodes with the fused model (`llmperf.fast`, as `python -m llmperf.serve` does); --plain serves
+the teaching model instead.
+
 The clients run in the same process as the server and share its processor: on
 a small CPU they take a little time from the engine. --url measures another
 server instead (any OpenAI-compatible one; the policy is then its own).
+
+When llama.cpp's `llama-server` is on PATH or named by $LLAMA_SERVER, the same workload also runs against it,
+with as many slots (-np) as the largest concurrency and the same thread count, on the same SmolLM2 weights in
+llama.cpp's own F32 file (made by the `llama-quantize` beside it, as benchmarks/decode.py makes it), and the
+table gains its rows.
 
     python benchmarks/serving.py [--concurrency 1,4,8,16] [--json serving.json]
 """
 
 from __future__ import annotations
 
+import llmperf  # noqa: F401  first: it sets OPENBLAS_THREAD_TIMEOUT before NumPy loads OpenBLAS
 import argparse
 import asyncio
 import json
 import random
+import subprocess
 import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
 
 import httpx
+import torch
 
 from llmperf.bench import run, synthetic_prompts
 from llmperf.device import DTYPES, environment, pick_device
 from llmperf.engine import POLICIES
 from llmperf.metrics import summarize
 from llmperf.serve import background, create_app
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from decode import llama_cpp_f32_gguf, llama_cpp_program  # noqa: E402  (benchmarks/decode.py, beside this one)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def measure(url: str, model_name: str, concurrency: int, args) -> dict:
@@ -49,6 +74,42 @@ def measure(url: str, model_name: str, concurrency: int, args) -> dict:
             "per_user_tokens_per_s": 1 / s.tpot.median, "e2e_p50_ms": s.e2e.median * 1e3}
 
 
+def llama_server() -> str | None:
+    """llama.cpp's server: $LLAMA_SERVER if set (it must exist), else `llama-server` on PATH, else None."""
+    return llama_cpp_program("llama-server", "LLAMA_SERVER")
+
+
+@contextmanager
+def llama_server_running(binary: str, slots: int, context: int, port: int):
+    """llama-server on 127.0.0.1:`port` with `slots` parallel slots of `context` tokens each, PyTorch's thread
+    count, on SmolLM2 in F32; yields its API base URL, and stops it after."""
+    gguf = llama_cpp_f32_gguf(binary)
+    threads = torch.get_num_threads()
+    proc = subprocess.Popen([binary, "-m", str(gguf), "--host", "127.0.0.1", "--port", str(port), "-np", str(slots),
+                             "-c", str(slots * context), "-t", str(threads), "-tb", str(threads)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 120
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"llama-server exited ({proc.returncode}):\n{proc.stderr.read()[-2000:]}")
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.time() > deadline:
+                raise RuntimeError("llama-server did not answer /health within 120 s")
+            time.sleep(0.2)
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--concurrency", default="1,4,8,16", help="comma-separated client counts")
@@ -61,6 +122,9 @@ def main(argv=None) -> int:
     p.add_argument("--port", type=int, default=0, help="0: any free port")
     p.add_argument("--url", default=None, help="measure this server instead of starting one")
     p.add_argument("--json", default=None)
+    p.add_argument("--plain", action="store_true", help="serve the plain teaching model, not the fused one")
+    p.add_argument("--no-llama-cpp", dest="llama_cpp", action="store_false",
+                   help="leave out llama-server even when it is there")
     args = p.parse_args(argv)
     try:
         levels = [int(c) for c in args.concurrency.split(",")]
@@ -72,6 +136,10 @@ def main(argv=None) -> int:
     if any(x not in POLICIES for x in policies):
         p.error(f"--policies must name continuous and/or static, got {args.policies!r}")
 
+    try:  # before any work: a wrong $LLAMA_SERVER is said at once
+        binary = llama_server() if args.llama_cpp and not args.url else None
+    except FileNotFoundError as e:
+        p.error(str(e))
     rows = []
     if args.url:
         try:
@@ -90,11 +158,22 @@ def main(argv=None) -> int:
         env = environment(device, DTYPES[args.dtype])
         print(env)
         for policy in policies:
-            app = create_app(model, tokenizer, max_batch=max(levels), capacity=1024, policy=policy)
+            app = create_app(model, tokenizer, max_batch=max(levels), capacity=1024, policy=policy,
+                             fast=not args.plain)
             with background(app, port=args.port) as server:
                 for c in levels:
                     rows.append({"policy": policy, **measure(server.url, "smollm2-135m-instruct", c, args)})
                     print(f"{policy} at concurrency {c}: done", flush=True)
+        if binary:
+            context = args.input_len + 2 * args.output_len + 16
+            with llama_server_running(binary, max(levels), context, args.port or free_port()) as url:
+                name = httpx.get(f"{url}/models", timeout=10).json()["data"][0]["id"]
+                for c in levels:
+                    rows.append({"policy": "llama-server", **measure(url, name, c, args)})
+                    print(f"llama-server at concurrency {c}: done", flush=True)
+        elif args.llama_cpp:
+            print("llama.cpp: no llama-server on PATH and $LLAMA_SERVER unset, so no llama.cpp rows (book/"
+                  "benchmarks.md, \"llama.cpp beside it\", builds one).")
 
     print(f"\nclosed loop, {args.input_len}-token prompts, 1 to {2 * args.output_len - 1} new tokens each")
     print(f"{'policy':<15} {'clients':>7} {'tokens/s':>9} {'per user':>9} {'TTFT p50':>9} {'p99':>8} "
@@ -103,6 +182,12 @@ def main(argv=None) -> int:
         print(f"{r['policy']:<15} {r['concurrency']:>7} {r['output_tokens_per_s']:>9.1f} "
               f"{r['per_user_tokens_per_s']:>9.1f} {r['ttft_p50_ms']:>9.0f} {r['ttft_p99_ms']:>8.0f} "
               f"{r['tpot_p50_ms']:>9.1f} {r['tpot_p99_ms']:>8.1f} {r['e2e_p50_ms']:>8.0f}")
+    by = {(r["policy"], r["concurrency"]): r["output_tokens_per_s"] for r in rows}
+    for c in levels:
+        if ("llama-server", c) in by and ("continuous", c) in by:
+            ratio = by["continuous", c] / by["llama-server", c]
+            clients = f"{c} client{'s' if c > 1 else ''}"
+            print(f"at {clients}: llmperf.serve made {ratio:.2f}x llama-server's output tokens/s")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"environment": env, "rows": rows}, f, indent=2)

@@ -10,8 +10,17 @@ this file, and this file imports nothing.
 from __future__ import annotations
 
 import importlib
+import os
 
 __version__ = "0.1.0"
+
+# OpenBLAS's threads spin for 2**28 cycles (about a tenth of a second) after each product before they sleep, and
+# PyTorch work started meanwhile fights them for the cores: a 32-token prefill right after the fused model's
+# NumPy decode steps took 2.4 times as long as alone. 2**18 cycles (about 0.1 ms) outlasts the gaps between the
+# products of one step, so a step loses nothing, and the threads are asleep before the next PyTorch work starts.
+# OpenBLAS reads this when NumPy first loads it, so it only takes effect if llmperf is imported before NumPy; a
+# value already set is kept. (llmperf.fast's docstring; tests/test_fast.py checks the variable.)
+os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "18")
 
 # Public name -> the module that defines it. (timing.bench is not exported: `llmperf.bench` is the load
 # generator's module, python -m llmperf.bench.)

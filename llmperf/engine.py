@@ -42,7 +42,7 @@ import itertools
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -157,10 +157,13 @@ class Engine:
     # --- the loop ---------------------------------------------------------------------------
 
     @torch.inference_mode()
-    def step(self) -> list[tuple[Request, int, float]]:
+    def step(self, deliver: Callable[[list[tuple[Request, int, float]]], None] | None = None
+             ) -> list[tuple[Request, int, float]]:
         """One iteration: drop cancelled requests, admit waiting ones, run one decode step over the slots.
 
-        Returns (request, token, time) for every token produced, in order.
+        Returns (request, token, time) for every token produced, in order. `deliver`, if given, is called with
+        the tokens as soon as they exist: each newcomer's first token right after its prefill, then the decode
+        pass's. A server hands them over so, and a newcomer's TTFT does not also wait for the decode pass.
         """
         out: list[tuple[Request, int, float]] = []
         self._drop_cancelled()
@@ -169,11 +172,17 @@ class Engine:
             request = self._next_waiting()
             if request is None:
                 break
-            out += self._admit(self.active, request)  # the first free slot; the k-th admitted waits for k - 1
+            first = self._admit(self.active, request)  # the first free slot; the k-th admitted waits for k - 1
+            out += first
             admitted += 1
+            if deliver is not None and first:
+                deliver(first)
         decoded = self.active > 0
         if decoded:
-            out += self._decode()
+            tokens = self._decode()
+            out += tokens
+            if deliver is not None and tokens:
+                deliver(tokens)
         if admitted or decoded:
             self.prefills[admitted] += 1
         return out

@@ -156,3 +156,10 @@ def test_serving_benchmark_rejects_bad_arguments(argv, capsys):
     with pytest.raises(SystemExit):
         load_serving().main(argv)
     assert "error:" in capsys.readouterr().err
+
+
+def test_serving_benchmark_refuses_a_wrong_llama_server_before_any_work(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("LLAMA_SERVER", str(tmp_path / "no-such-llama-server"))
+    with pytest.raises(SystemExit) as exit:
+        load_serving().main(["--concurrency", "1"])
+    assert exit.value.code == 2 and "is not an executable file" in capsys.readouterr().err

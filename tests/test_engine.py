@@ -22,6 +22,25 @@ def test_batched_requests_get_the_tokens_they_get_alone(tiny, policy):
     assert engine.idle and engine.active == 0
 
 
+def test_the_fused_engine_gives_smollm2_the_same_tokens_as_the_plain_one(smollm2):
+    """The server's engine runs the fused model (NumPy steps, one matrix product per weight for the whole
+    batch): four requests decoded together get, token for token, what the plain model gives them together and
+    what it gives each alone."""
+    from llmperf.fast import fuse
+
+    model, tok = smollm2
+    prompts = [tok.encode_chat(q) for q in ("Name three planets.", "What is 7 times 8?", "Say hello in French.",
+                                            "Why is the sky blue?")]
+    got = {}
+    for name, m in (("plain", model), ("fused", fuse(model))):
+        engine = Engine(m, max_batch=4, capacity=128)
+        requests = [engine.submit(Request(p, 12 + 2 * i)) for i, p in enumerate(prompts)]
+        engine.run()
+        got[name] = [r.tokens for r in requests]
+    assert got["fused"] == got["plain"]
+    assert got["fused"][1] == generate(model, prompts[1], 14).tolist()
+
+
 def first_token_order(tiny, policy):
     engine = Engine(tiny, max_batch=2, capacity=32, policy=policy)
     a, b, c = (engine.submit(Request([1, 2, 3], n)) for n in (2, 10, 3))
@@ -182,3 +201,16 @@ def test_a_failed_decode_pass_ends_its_batch_and_not_the_waiting_requests(tiny, 
     assert [r.finish_reason for r in requests] == ["error", "error", "length", "length"]
     assert requests[0].error == "RuntimeError: decode_step failed here" and len(requests[0].tokens) == 1
     assert [r.tokens for r in requests[2:]] == [generate(tiny, r.prompt, 4).tolist() for r in requests[2:]]
+
+
+def test_a_newcomers_first_token_is_delivered_before_the_decode_pass(tiny):
+    """With `deliver`, the tokens leave as soon as they exist: a newcomer's first token right after its prefill,
+    then the decode pass's, so that a server's TTFT does not also wait for the decode pass."""
+    engine = Engine(tiny, max_batch=2, capacity=32)
+    old = engine.submit(Request([1, 2, 3], 5))
+    engine.step()  # `old` is decoding
+    new = engine.submit(Request([4, 5], 3))
+    handed: list[list[Request]] = []
+    out = engine.step(deliver=lambda tokens: handed.append([r for r, _, _ in tokens]))
+    assert handed == [[new], [new, old]] or handed == [[new], [old, new]]  # the first token, then the decode's
+    assert [r for r, _, _ in out] == [r for batch in handed for r in batch]  # returned as well, in that order

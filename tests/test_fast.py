@@ -35,7 +35,9 @@ def test_which_passes_run_in_numpy(tiny):
     one, two, pos = torch.zeros(1, 1, dtype=torch.long), torch.zeros(2, 1, dtype=torch.long), torch.tensor([0])
     with torch.inference_mode():
         assert fast.runs_in_numpy(one, pos, cache)
-        assert not fast.runs_in_numpy(two, pos, cache)  # a batch: PyTorch's matrix products
+        assert fast.runs_in_numpy(two, pos, cache)  # a batch's step: NumPy's matrix products
+        assert fast.runs_in_numpy(two, torch.tensor([[0], [3]]), cache)  # each sequence at its own position
+        assert not fast.runs_in_numpy(two, torch.tensor([0, 1, 2]), cache)  # positions that fit no row
         assert not fast.runs_in_numpy(torch.zeros(1, 4, dtype=torch.long), torch.arange(4), cache)  # a prompt
         assert not fast.runs_in_numpy(one, None, None)  # no cache: a one-token model call, PyTorch's
         with torch.autocast("cpu", dtype=torch.bfloat16):
@@ -102,14 +104,53 @@ def test_a_cached_one_token_step_runs_in_numpy(tiny, static, monkeypatch):
     assert torch.allclose(caches["fast"].v, caches["plain"].v, atol=1e-6)
 
 
-def test_fuse_shares_what_it_does_not_fuse(tiny):
+@pytest.mark.parametrize("static", [False, True])
+def test_a_batched_step_runs_in_numpy_each_sequence_at_its_own_position(tiny, static, monkeypatch):
+    """A decode step of three sequences at positions 5, 8 and 2 is NumpyDecodeStep.batch's (one matrix product
+    per weight for all three), writes the same keys and values as the plain model, and gives its logits."""
+    from llmperf.fast import NumpyDecodeStep
+
+    fast, calls = fuse(tiny), []
+    batch = NumpyDecodeStep.batch
+    monkeypatch.setattr(NumpyDecodeStep, "batch", lambda self, *a, **k: calls.append(a[:2]) or batch(self, *a, **k))
+    lengths = [5, 8, 2]
+    caches = {m: new_cache(tiny, 3, 16, static=static) for m in ("plain", "fast")}
+    prompts = torch.randint(1, tiny.cfg.vocab_size, (3, 8), generator=torch.Generator().manual_seed(4))
+    with torch.inference_mode():
+        for name, m in (("plain", tiny), ("fast", fast)):
+            for b, n in enumerate(lengths):  # each prompt on its own, into its row of the cache
+                alone = new_cache(tiny, 1, n)
+                m(prompts[b:b + 1, :n], torch.arange(n), alone)
+                caches[name].load(b, alone, n)
+        positions = torch.tensor(lengths)[:, None]  # (3, 1)
+        for step in range(3):
+            tokens = prompts[:, step:step + 1]  # (3, 1): any ids will do
+            want = tiny(tokens, positions + step, caches["plain"])
+            got = fast(tokens, positions + step, caches["fast"])
+            assert got.shape == want.shape == (3, 1, tiny.cfg.vocab_size)
+            assert torch.allclose(got, want, atol=1e-5), (got - want).abs().max()
+    assert [c[1] for c in calls] == [[n + step for n in lengths] for step in range(3)]
+    assert torch.allclose(caches["fast"].k, caches["plain"].k, atol=1e-6)
+    assert torch.allclose(caches["fast"].v, caches["plain"].v, atol=1e-6)
+
+
+def pin(monkeypatch, **ways):
+    """Fix the host-dependent layouts (`tuning.choose`) instead of measuring them: a matrix named in `ways`
+    (wqkv, wo, w13, w2, head) is stored so, every other output-major."""
+    from llmperf.fast import tuning
+
+    monkeypatch.setattr(tuning, "choose", lambda name, rows, cols, paddable=False: ways.get(name, "output-major"))
+
+
+def test_fuse_shares_what_it_does_not_fuse(tiny, monkeypatch):
+    pin(monkeypatch, head="input-major")
     fast = fuse(tiny)
     assert fast.tok_embeddings is tiny.tok_embeddings and fast.norm is tiny.norm
     assert fast.layers[0].attention_norm is tiny.layers[0].attention_norm
     assert fast.layers[0].feed_forward.w2.weight is tiny.layers[0].feed_forward.w2.weight
-    assert fast.layers[0].attention.wo.weight is tiny.layers[0].attention.wo.weight  # too small to be padded
+    assert fast.layers[0].attention.wo.weight is tiny.layers[0].attention.wo.weight  # stored as it is
     assert fast.rope_cos.data_ptr() == tiny.rope_cos.data_ptr()
-    # float32 on a CPU: the LM head is a copy, stored input-major for NumPy's gemv, read by PyTorch as a view
+    # float32 on a CPU, input-major chosen: the LM head is a copy, stored (in, out), read by PyTorch as a view
     head = fast.output.weight
     assert torch.equal(head, tiny.output.weight) and head.t().is_contiguous()
     assert head.data_ptr() != tiny.output.weight.data_ptr()
@@ -119,14 +160,15 @@ def test_fuse_shares_what_it_does_not_fuse(tiny):
 
 @pytest.mark.parametrize("threads", [1, 2])
 def test_smollm2_wo_is_padded_for_two_threads(smollm2, threads, monkeypatch):
-    """SmolLM2's wo (576 × 576) is below OpenBLAS's line for two threads: with two, it gets zero rows, and
-    PyTorch reads the same weights through a view."""
+    """SmolLM2's wo (576 × 576) is below OpenBLAS's line for two threads: padded (where this host's
+    measurement chose it), it gets zero rows, and PyTorch reads the same weights through a view."""
     import llmperf.fast as fast_module
     from llmperf.fast import blas
 
     model, _ = smollm2
     monkeypatch.setattr(blas, "numpy_uses_openblas", lambda: True)
     monkeypatch.setattr(blas, "openblas_threads", lambda: threads)
+    pin(monkeypatch, wo="output-major, padded" if threads > 1 else "output-major")  # as a measurement chose
     attn = fast_module.FusedAttention(model.layers[0].attention, for_numpy=True)
     wo = model.layers[0].attention.wo.weight
     if threads == 1:
@@ -154,3 +196,19 @@ def test_fused_model_refuses_to_be_moved(tiny):
         fast.to(torch.bfloat16)
     assert tiny.dtype == torch.float32  # the shared tensors were left alone
 
+
+
+@pytest.mark.parametrize("preset, want", [(None, "18"), ("24", "24")])
+def test_importing_llmperf_shortens_openblas_spinning_unless_told_otherwise(preset, want):
+    """OpenBLAS's threads spin for a tenth of a second after a product by default, slowing the PyTorch work
+    after it; llmperf sets OPENBLAS_THREAD_TIMEOUT before NumPy loads OpenBLAS, and keeps a reader's own value."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
+    if preset:
+        env["OPENBLAS_THREAD_TIMEOUT"] = preset
+    code = "import llmperf, numpy, os; print(os.environ['OPENBLAS_THREAD_TIMEOUT'])"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == want, out.stderr

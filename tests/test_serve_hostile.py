@@ -35,9 +35,9 @@ def slowed(hostile, monkeypatch):
     engine = hostile[1].state.engine
     step = engine.step
 
-    def slow_step():
+    def slow_step(deliver=None):
         time.sleep(STEP_DELAY)
-        return step()
+        return step(deliver)
 
     monkeypatch.setattr(engine, "step", slow_step)
     return hostile
@@ -261,11 +261,11 @@ def test_if_the_engine_thread_dies_every_request_hears_of_it_and_health_says_so(
     steps = iter(range(10**9))
     real_step = engine.step
 
-    def step():
+    def step(deliver=None):
         if next(steps) == 20:
             raise Fatal("the device is gone")
         time.sleep(STEP_DELAY)
-        return real_step()
+        return real_step(deliver)
 
     monkeypatch.setattr(engine, "step", step)
     with running(app) as url:

@@ -27,8 +27,9 @@ from .sweep import KINDS, Sweep, sweep
 
 
 def write_csv(records: "Sequence[RequestRecord] | Sweep", path: str) -> None:
-    """One row per request: send time, the wait for a slot in the client, its turn in a conversation, TTFT, E2E, TPOT (s), token counts,
-    error. For a sweep, one row per point instead (`Point.row`), as guidellm writes one per benchmark."""
+    """One row per request: send time, the wait for a slot in the client, its turn in a conversation, TTFT, E2E,
+    TPOT (s), token counts, error. For a sweep, one row per point instead (`Point.row`), as guidellm writes one
+    per benchmark."""
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
         if isinstance(records, Sweep):
@@ -37,7 +38,8 @@ def write_csv(records: "Sequence[RequestRecord] | Sweep", path: str) -> None:
             w.writerow(heads)
             w.writerows([r.get(h) for h in heads] for r in rows)
             return
-        w.writerow(["sent", "queued", "turn", "ttft", "e2e", "tpot", "input_tokens", "output_tokens", "chunks", "error"])
+        w.writerow(["sent", "queued", "turn", "ttft", "e2e", "tpot", "input_tokens", "output_tokens", "chunks",
+                    "error"])
         for r in records:
             t = r.times if r.ok else None
             w.writerow([r.sent, r.queued, r.turn, t and t.ttft, t and t.e2e, t and t.tpot, r.input_tokens,

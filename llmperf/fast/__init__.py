@@ -21,38 +21,52 @@ things keep the plain model in model.py well above that.
 3. The gemv kernel. NumPy's bundled BLAS (OpenBLAS in the PyPI wheels) has a true
    gemv that splits a product over every core (benchmarks/decode.py sets it
    against PyTorch's one-row product on the same machine). OpenBLAS has two
-   gemv kernels, and the layout of the matrix picks one (`input_major`): the
-   fused matrices and the LM head are stored the way the faster one reads them.
+   gemv kernels, and the layout of the matrix picks one: input-major storage,
+   (in, out), the kernel that adds rows; output-major, (out, in), the one that
+   takes a dot product per output. Which streams a given shape faster depends
+   on the processor, so `fuse` stores each matrix as this host multiplies it
+   fastest, measured here the first time and kept per host (`tuning`).
 4. Products too small to share. OpenBLAS gives a gemv of fewer than 460,800
-   elements one thread (`OPENBLAS_ONE_THREAD_BELOW`), which draws about half
-   the bandwidth of two. SmolLM2's wo (576 × 576) is one; it is stored with zero
-   rows appended (`threaded_gemv_rows`): 39 % more bytes, read by every thread
-   instead of one.
+   elements one thread (`OPENBLAS_ONE_THREAD_BELOW`), which can draw about half
+   the bandwidth of two. SmolLM2's wo (576 × 576) is one; it may be stored with
+   zero rows appended (`threaded_gemv_rows`): 39 % more bytes, read by every
+   thread instead of one. `tuning` measures that too.
 
 What is left is the products plus a few milliseconds of small NumPy ops
 (`profiling.numpy_step_times` splits a step; chapter 5 shows it), which is where
 llama.cpp's step stands too: benchmarks/decode.py runs both in the same run.
 The extra memory: the fused matrices (q, k, v, gate and up again), and for the
-NumPy step a copy of the LM head and the padded wo.
+NumPy step a copy of each matrix stored otherwise than the plain model's.
 
-Everything else keeps PyTorch's F.linear on the same weights: prompts and
-batches (several rows make a matrix–matrix product, which PyTorch spreads over
+A server's decode step, one new token for each of B sequences at their own
+positions, runs as NumPy code too (`NumpyDecodeStep.batch`): the small ops on
+all B rows at once, and each product one matrix product over the B rows, so
+that each weight is read once per step for all of them (PyTorch's: NumPy's
+OpenBLAS packs the weights first, and took longer for a few rows). The server
+(`llmperf.serve`) decodes with the fused model.
+
+Everything else keeps PyTorch's F.linear on the same weights: prompts
+(several positions make a matrix–matrix product, which PyTorch spreads over
 the cores), bfloat16 (NumPy has no such type) and float16 (NumPy has no BLAS
 kernel for it), GPUs, and calls with autograd on (NumPy carries no gradients;
 generate() and stream() run under inference_mode). The plain model stays the
 one to read; this one is tested to give the same logits and the same tokens.
 
-After a NumPy step OpenBLAS's threads spin for a while, waiting for the next
-product; PyTorch work that uses every thread runs slowly meanwhile (the two
-thread pools fight over the cores). Sampling one token is too small to notice,
-but give anything timed right after a fused step a few warm-up steps
+After a NumPy product OpenBLAS's threads spin, waiting for the next one;
+PyTorch work that uses every thread runs slowly meanwhile (the two thread pools
+fight over the cores). By default they spin for 2**28 cycles, about a tenth of
+a second, and a 32-token prefill right after decode steps took 2.4 times as
+long as alone; importing llmperf sets OPENBLAS_THREAD_TIMEOUT=18 (2**18
+cycles, about 0.1 ms) unless it is set, which costs a step nothing and ends the
+fight, but only if llmperf is imported before NumPy. Otherwise give anything
+timed right after a fused step a few warm-up steps
 (`timing.bench_interleaved(..., settle=3)`; benchmarks/decode.py runs the fused
 model last). torch.profiler does not see NumPy's work: profile the plain model
 to count a step's ops, and time the NumPy step with `profiling.numpy_step_times`.
 
 The package's modules: `fused` (the fused layers, `FusedTransformer`, `fuse`),
-`numpy_step` (`NumpyDecodeStep`) and `blas` (what OpenBLAS does with a gemv, and
-the layouts chosen for it).
+`numpy_step` (`NumpyDecodeStep`), `blas` (what OpenBLAS does with a gemv) and
+`tuning` (the layouts, measured on this host and kept).
 """
 
 from __future__ import annotations
@@ -61,3 +75,4 @@ from .blas import (OPENBLAS_ONE_THREAD_BELOW, input_major, numpy_blas, numpy_use
                    openblas_threads, threaded_gemv_rows)
 from .fused import FusedAttention, FusedFeedForward, FusedTransformer, fuse, linear  # noqa: F401
 from .numpy_step import NumpyDecodeStep, no_lap  # noqa: F401
+from . import tuning  # noqa: F401

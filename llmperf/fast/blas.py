@@ -2,8 +2,8 @@
 
 OpenBLAS (in NumPy's PyPI wheels) gives a small gemv one thread, and has two gemv
 kernels, chosen by the matrix's layout. `threaded_gemv_rows` and `input_major`
-decide, from this process's BLAS and thread count, how `fuse` stores a matrix for
-the NumPy step.
+are the two ways of storing a matrix other than as it is; `tuning` measures which
+one this host multiplies fastest.
 """
 
 from __future__ import annotations
@@ -61,9 +61,8 @@ def input_major(weight: torch.Tensor, for_numpy: bool) -> torch.Tensor:
 
     NumPy's product `h @ W` with W stored (in, out), one row per input, runs OpenBLAS's "N" gemv kernel:
     it adds x[i] times row i to the output, and streams long rows. `W @ h` with W stored (out, in) runs
-    its "T" kernel: one dot product per output, over rows as long as the input. For matrices whose output
-    is much longer than their input (q/k/v's 960 × 576 and gate/up's 3,072 × 576 in SmolLM2, and the LM
-    head's 49,152 × 576), N streamed faster on the host this layout was chosen on (book/benchmarks.md);
-    for w2 (576 × 1,536), T did. PyTorch reads the view.
+    its "T" kernel: one dot product per output, over rows as long as the input. Which is faster for a shape
+    depends on the host; `tuning` measures it, and `fused.stored` calls this where input-major won. PyTorch
+    reads the view.
     """
     return weight.t().contiguous().t() if for_numpy else weight

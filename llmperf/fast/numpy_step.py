@@ -1,5 +1,8 @@
-"""One cached decode step of one sequence, float32 on a CPU, as NumPy code: model.py's arithmetic on views of
-the fused model's weights and of the KV cache's own buffers, without PyTorch's fixed cost per op.
+"""One cached decode step, float32 on a CPU, as NumPy code: model.py's arithmetic on views of the fused model's
+weights and of the KV cache's own buffers, without PyTorch's fixed cost per op. One sequence (`__call__`: every
+product a matrix–vector product, gemv) or a batch of sequences each at its own position (`batch`: every product
+one matrix–matrix product over the batch's rows, gemm, so each weight is read once per step for all of them, as
+a server's decode step needs).
 """
 
 from __future__ import annotations
@@ -8,6 +11,8 @@ import math
 from typing import TYPE_CHECKING
 
 import numpy as np
+import torch
+import torch.nn.functional as F
 
 from ..cost import ATTENTION, KV_WRITE, LM_HEAD, NORMS, OTHER, PROJECTIONS
 from ..kv_cache import KVCache
@@ -36,14 +41,20 @@ class NumpyDecodeStep:
         cfg = model.cfg
         view = lambda t: t.detach().numpy()  # shares memory with the tensor  # noqa: E731
         self.cfg, self.eps = cfg, cfg.norm_eps
-        # wqkv, w13 and the head are stored input-major, (in, out) (`input_major`): `h @ W`; wo and w2 are
-        # stored (out, in), nn.Linear's layout: `W @ h`. wo may carry zero rows (FusedAttention.wo_padded).
+        # Each weight is stored input-major or output-major, as this host multiplies it fastest (`fused.stored`);
+        # a product's expression does not depend on it: NumPy hands BLAS the layout, which picks its kernel.
+        # wqkv, w13 and the head are taken as (in, out) views: `h @ W`; wo and w2 as (out, in): `W @ h`. wo may
+        # carry zero rows (FusedAttention.wo_padded).
         self.layers = [(view(b.attention_norm.weight), view(b.attention.wqkv.weight).T,
                         view(b.attention.wo_padded if b.attention.wo_padded is not None else b.attention.wo.weight),
                         view(b.ffn_norm.weight), view(b.feed_forward.w13.weight).T, view(b.feed_forward.w2.weight))
                        for b in model.layers]
         self.embedding, self.norm, self.head = (view(model.tok_embeddings.weight), view(model.norm.weight),
                                                 view(model.output.weight).T)
+        # For a batch: the same weights as PyTorch tensors, (out, in), each product one F.linear over the rows.
+        self.batch_weights = [(b.attention.wqkv.weight, b.attention.wo.weight, b.feed_forward.w13.weight,
+                               b.feed_forward.w2.weight) for b in model.layers]
+        self.batch_head = model.output.weight
         half = cfg.head_dim // 2
         # RoPE's rotate-half, out = x·cos + [-x₂, x₁]·sin, as x·cos + swap(x)·sin_signed: each head's two halves
         # swapped by a view, and the sign folded into a copy of the sine table (max_seq_len, 2, hd/2).
@@ -54,6 +65,19 @@ class NumpyDecodeStep:
 
     def rms_norm(self, x: np.ndarray, weight: np.ndarray) -> np.ndarray:
         return x * np.float32(1 / math.sqrt(float(x @ x) / x.size + self.eps)) * weight
+
+    def attend(self, q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """One sequence's attention for its one new token: q (H, 2, hd/2) as RoPE left it, k and v (Hkv, T, hd)
+        its keys and values so far; returns (H·hd,), the heads side by side."""
+        Hkv, _, hd = k.shape
+        q = q.reshape(Hkv, -1, hd)  # each key/value head's group of query heads, (Hkv, G, hd)
+        scores = np.matmul(q, k.transpose(0, 2, 1))  # (Hkv, G, T)
+        scores -= scores.max(axis=-1, keepdims=True)  # softmax, stable: the largest score becomes exp(0)
+        scores *= self.scale
+        weights = np.exp(scores, out=scores)  # unnormalised: divide the weighted sum instead, hd not T values
+        y = np.matmul(weights, v)  # (Hkv, G, hd)
+        y /= weights.sum(axis=-1, keepdims=True)
+        return y.reshape(-1)
 
     def __call__(self, token: int, pos: int, cache: KVCache, lap=no_lap) -> np.ndarray:
         cfg = self.cfg
@@ -73,16 +97,9 @@ class NumpyDecodeStep:
             keys[i, 0, :, pos] = qk[H:].reshape(Hkv, hd)  # (Hkv, hd) into the cache at this position
             values[i, 0, :, pos] = qkv[(H + Hkv) * hd:].reshape(Hkv, hd)
             lap(KV_WRITE)
-            q = qk[:H].reshape(Hkv, H // Hkv, hd)  # each key/value head's group of query heads, (Hkv, G, hd)
-            k, v = keys[i, 0, :, :pos + 1], values[i, 0, :, :pos + 1]  # (Hkv, T, hd): positions 0..pos
-            scores = np.matmul(q, k.transpose(0, 2, 1))  # (Hkv, G, T)
-            scores -= scores.max(axis=-1, keepdims=True)  # softmax, stable: the largest score becomes exp(0)
-            scores *= self.scale
-            weights = np.exp(scores, out=scores)  # unnormalised: divide the weighted sum instead, hd not T values
-            y = np.matmul(weights, v)  # (Hkv, G, hd)
-            y /= weights.sum(axis=-1, keepdims=True)
+            y = self.attend(qk[:H], keys[i, 0, :, :pos + 1], values[i, 0, :, :pos + 1])  # (H·hd,): positions 0..pos
             lap(ATTENTION)
-            out = wo @ y.reshape(-1)  # (d,), or (rows,) whose first d are the product (FusedAttention.wo_padded)
+            out = wo @ y  # (d,), or (rows,) whose first d are the product (FusedAttention.wo_padded)
             lap(PROJECTIONS)
             x = x + out[:d]  # the residual
             lap(OTHER)
@@ -105,3 +122,67 @@ class NumpyDecodeStep:
         logits = h @ self.head  # (d,) @ (d, vocab)
         lap(LM_HEAD)
         return logits
+
+    def batch(self, tokens, positions, cache: KVCache, lap=no_lap) -> np.ndarray:
+        """One decode step of B sequences, sequence b's token `tokens[b]` at its own position `positions[b]` of
+        `cache` (B sequences); writes their keys and values in place and returns the logits, (B, vocab) float32.
+
+        The same arithmetic as `__call__`, on all B rows at once, except for the products: each is one
+        (B, in) × (in, out) matrix product, handed to PyTorch's (`product`), which reads each weight once for
+        all rows. NumPy's own (OpenBLAS's gemm) packs the weights first and took longer for a few rows than
+        PyTorch's did (benchmarks/decode.py measures both). Attention, whose keys differ by sequence, and the
+        cache writes run row by row."""
+        cfg = self.cfg
+        H, Hkv, hd = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
+        keys, values = cache.k.numpy(), cache.v.numpy()  # (L, B, Hkv, capacity, hd): the cache's own memory
+        positions = [int(p) for p in positions]
+        B = len(positions)
+        cos, sin = self.cos[positions][:, None], self.sin_signed[positions][:, None]  # (B, 1, 2, hd/2) each
+        x = self.embedding[np.asarray(tokens)]  # (B, d), a copy
+        lap(OTHER)
+        for i, (norm1, _, _, norm2, _, _) in enumerate(self.layers):
+            wqkv, wo, w13, w2 = self.batch_weights[i]
+            h = self.rms_rows(x, norm1)
+            lap(NORMS)
+            qkv = product(h, wqkv)  # (B, d) × (d, (H + 2·Hkv)·hd): every row's q, k and v
+            lap(PROJECTIONS)
+            qk = qkv[:, :(H + Hkv) * hd].reshape(B, H + Hkv, 2, hd // 2)  # each row's q and k heads, as halves
+            qk = qk * cos + qk[:, :, ::-1] * sin  # RoPE, each row at its own position, (B, H + Hkv, 2, hd/2)
+            lap(OTHER)
+            y = np.empty((B, H * hd), np.float32)
+            for b, pos in enumerate(positions):
+                keys[i, b, :, pos] = qk[b, H:].reshape(Hkv, hd)  # (Hkv, hd) into sequence b's cache at pos
+                values[i, b, :, pos] = qkv[b, (H + Hkv) * hd:].reshape(Hkv, hd)
+                y[b] = self.attend(qk[b, :H], keys[i, b, :, :pos + 1], values[i, b, :, :pos + 1])
+            lap(ATTENTION)
+            x = x + product(y, wo)  # the residual, (B, d)
+            lap(PROJECTIONS)
+            h = self.rms_rows(x, norm2)
+            lap(NORMS)
+            gate_up = product(h, w13)  # (B, d) × (d, 2·d_ff)
+            lap(PROJECTIONS)
+            gate, up = gate_up[:, :cfg.d_ff], gate_up[:, cfg.d_ff:]
+            act = np.exp(-gate)
+            act += 1
+            np.divide(gate, act, out=act)  # SiLU: gate / (1 + e^-gate)
+            act *= up
+            lap(OTHER)
+            x = x + product(act, w2)  # (B, d_ff) × (d_ff, d)
+            lap(PROJECTIONS)
+        h = self.rms_rows(x, self.norm)
+        lap(NORMS)
+        logits = product(h, self.batch_head)  # (B, d) × (d, vocab)
+        lap(LM_HEAD)
+        return logits
+
+    def rms_rows(self, x: np.ndarray, weight: np.ndarray) -> np.ndarray:
+        """`rms_norm` of each row of x, (B, d)."""
+        mean_square = np.einsum("bd,bd->b", x, x) / x.shape[1]  # (B,)
+        return x * (1 / np.sqrt(mean_square + self.eps))[:, None] * weight
+
+
+def product(x: np.ndarray, weight: torch.Tensor) -> np.ndarray:
+    """x (B, in) times `weight` (out, in) transposed: (B, out), by PyTorch's matrix product on NumPy's memory
+    (from_numpy and .numpy() copy nothing). A padded weight's extra rows never reach it: `weight` is the view
+    PyTorch reads."""
+    return F.linear(torch.from_numpy(np.ascontiguousarray(x)), weight).numpy()

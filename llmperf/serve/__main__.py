@@ -23,6 +23,8 @@ def main(argv=None) -> int:
     p.add_argument("--max-queue", type=int, default=256, help="waiting requests before answering 503")
     p.add_argument("--device", default=None)
     p.add_argument("--dtype", choices=DTYPES, default="float32")
+    p.add_argument("--plain", action="store_true", help="serve the plain teaching model (model.py) instead of "
+                   "its fused form (llmperf.fast), whose float32 CPU decode steps run in NumPy")
     args = p.parse_args(argv)
     if args.max_batch < 1 or args.max_queue < 1 or not 0 < args.port < 65536:
         p.error("need --max-batch >= 1, --max-queue >= 1 and a port in 1..65535")
@@ -34,10 +36,11 @@ def main(argv=None) -> int:
     if not 1 < args.context <= model.cfg.max_seq_len:
         p.error(f"--context must lie in 2..{model.cfg.max_seq_len}")
     app = create_app(model, tokenizer, max_batch=args.max_batch, capacity=args.context, policy=args.policy,
-                     max_queue=args.max_queue)
+                     max_queue=args.max_queue, fast=not args.plain)
     print(describe(device, DTYPES[args.dtype]))
     print(f"Serving smollm2-135m-instruct at http://{args.host}:{args.port}/v1 "
-          f"({args.policy} batching, up to {args.max_batch} at once). Ctrl-C or SIGTERM stops.", flush=True)
+          f"({args.policy} batching, up to {args.max_batch} at once, {'plain' if args.plain else 'fused'} model). "
+          "Ctrl-C or SIGTERM stops.", flush=True)
     serve(app, host=args.host, port=args.port)
     print("Stopped.", flush=True)
     return 0

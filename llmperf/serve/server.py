@@ -35,6 +35,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from ..engine import Engine, Request
+from ..fast import FusedTransformer, fuse
 from .answer import Answer
 from .exported import CONTENT_TYPE, Exported
 from .protocol import APIError, loads, parse
@@ -93,11 +94,16 @@ async def until_disconnected(http: HTTPRequest) -> None:
 
 def create_app(model, tokenizer, model_name: str = "smollm2-135m-instruct", max_batch: int = 8,
                capacity: int = 2048, policy: str = "continuous", max_queue: int = 256, max_body: int = MAX_BODY,
-               body_timeout: float = BODY_TIMEOUT, idle_timeout: float = IDLE_TIMEOUT) -> Starlette:
+               body_timeout: float = BODY_TIMEOUT, idle_timeout: float = IDLE_TIMEOUT, fast: bool = True) -> Starlette:
     """The Starlette application serving `model` under the name `model_name`.
 
-    A body must arrive within `body_timeout` s and be at most `max_body` bytes; a connection that has not sent a
-    whole request head within `idle_timeout` s of opening (or of its last answer) is closed."""
+    With `fast` (the default) the engine runs `llmperf.fast.fuse(model)`: the same function, whose decode steps,
+    float32 on a CPU, are NumPy's, one matrix product per weight for the whole batch; `fast=False` serves the
+    plain teaching model as it is. A body must arrive within `body_timeout` s and be at most `max_body` bytes; a
+    connection that has not sent a whole request head within `idle_timeout` s of opening (or of its last answer)
+    is closed."""
+    if fast and not isinstance(model, FusedTransformer):
+        model = fuse(model)
     engine = Engine(model, max_batch=max_batch, capacity=capacity, policy=policy)
     exported = Exported(engine, model_name)
     worker = EngineThread(engine, on_end=exported.ended)

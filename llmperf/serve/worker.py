@@ -100,15 +100,12 @@ class EngineThread:
                     self._work.wait(timeout=0.1)
                     self._work.clear()
                     continue
-                try:
-                    emitted = self.engine.step()
+                try:  # each token handed over as soon as it exists: a first token before the decode pass
+                    self.engine.step(deliver=self._deliver)
                 except Exception as e:  # no one request to blame: end the batch's, keep the waiting ones
                     log.exception("A decode step failed")
                     self.engine.fail_all(f"The engine failed on this request's batch: {type(e).__name__}: {e}",
                                          waiting=False)
-                    emitted = []
-                for request, token, t in emitted:
-                    self._send(request, (token, t))
                 self._end_finished()
             reason = self._stopping
         except BaseException as e:  # the thread itself is going down: say so to everyone waiting
@@ -121,6 +118,10 @@ class EngineThread:
                 self.engine.fail_all(reason)
             finally:
                 self._end_finished(everyone=True)
+
+    def _deliver(self, tokens) -> None:
+        for request, token, t in tokens:
+            self._send(request, (token, t))
 
     def _send(self, request: Request, item) -> None:
         with self._queues_lock:
