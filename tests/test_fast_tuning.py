@@ -76,6 +76,8 @@ def test_the_host_key_names_what_a_choice_depends_on(monkeypatch):
     assert blas.numpy_blas() in key and f"{blas.openblas_threads()} threads" in key
     monkeypatch.setattr(blas, "openblas_threads", lambda: 7)
     assert tuning.host_key() != key and "7 threads" in tuning.host_key()
+    monkeypatch.setenv("OPENBLAS_CORETYPE", "Haswell")  # OpenBLAS made to use AVX2 kernels: measured apart
+    assert "(Haswell kernels)" in tuning.host_key()
 
 
 def test_a_batched_step_matches_whichever_way_is_chosen(tiny, monkeypatch):

@@ -39,9 +39,12 @@ REPEATS = 15  # timed products per way, interleaved
 
 
 def host_key() -> str:
-    """What a choice depends on, as one string: the processor, its flags of `FLAGS`, NumPy's BLAS, its threads."""
+    """What a choice depends on, as one string: the processor, its flags of `FLAGS`, NumPy's BLAS (and the
+    kernels $OPENBLAS_CORETYPE forces, if set), its threads."""
     flags = sorted(cpu_flags() & set(FLAGS))
-    return f"{cpu_name()} [{' '.join(flags)}] | {blas.numpy_blas()} | {blas.openblas_threads()} threads"
+    kernels = os.environ.get("OPENBLAS_CORETYPE")  # OpenBLAS told to use another processor's kernels
+    return (f"{cpu_name()} [{' '.join(flags)}] | {blas.numpy_blas()}" + (f" ({kernels} kernels)" if kernels else "")
+            + f" | {blas.openblas_threads()} threads")
 
 
 def cache_file() -> Path:
