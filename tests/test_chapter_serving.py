@@ -235,14 +235,17 @@ def test_batch_sweep(sweep):
 
 
 def test_rate_sweep(rates, sweep):
-    assert [p.label for p in rates.points] == ["synchronous", "rate", "rate", "throughput"]
+    labels = [p.label for p in rates.points]
+    # Rates between run only where all at once served more than one at a time (the tiny model may not gain).
+    gained = rates.points[-1].summary.request_throughput > rates.points[0].summary.request_throughput
+    assert labels == ["synchronous", *["rate"] * (2 if gained else 0), "throughput"]
     assert all(len(p.records) == 4 and all(r.ok and r.output_tokens == 2 for r in p.records) for p in rates.points)
     assert rates.sweep.objectives == sweep.objectives and rates.max_tokens == 2
     numbers = rates.numbers()
-    assert numbers["rs_batch"] == 2 and numbers["rs_requests"] == 4 and numbers["rs_steps"] == 2
+    assert numbers["rs_batch"] == 2 and numbers["rs_requests"] == 4 and numbers["rs_steps"] == labels.count("rate")
     assert numbers["rs_gain"] == pytest.approx(numbers["rs_capacity"] / numbers["rs_sync"])
     assert isinstance(numbers["rs_knee_text"], str) and isinstance(numbers["rs_goodput_text"], str)
-    assert len(rates.table().data) == 4 and len(rates.figure().axes) == 3
+    assert len(rates.table().data) == len(labels) and len(rates.figure().axes) == 3
     # (Not rates.check(): the tiny model's step costs so little that batching cannot gain 1.5 times here.)
 
 

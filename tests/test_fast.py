@@ -135,11 +135,12 @@ def test_a_batched_step_runs_in_numpy_each_sequence_at_its_own_position(tiny, st
 
 
 def pin(monkeypatch, **ways):
-    """Fix the host-dependent layouts (`tuning.choose`) instead of measuring them: a matrix named in `ways`
-    (wqkv, wo, w13, w2, head) is stored so, every other output-major."""
-    from llmperf.fast import tuning
+    """Fix the host-dependent layouts (`fused.measured_layouts`) instead of measuring them: a kind of matrix
+    named in `ways` (wqkv, wo, w13, w2, head) is stored so, every other output-major."""
+    from llmperf.fast import fused
 
-    monkeypatch.setattr(tuning, "choose", lambda name, rows, cols, paddable=False: ways.get(name, "output-major"))
+    every = dict.fromkeys(("wqkv", "wo", "w13", "w2", "head"), "output-major")
+    monkeypatch.setattr(fused, "measured_layouts", lambda model: {**every, **ways})
 
 
 def test_fuse_shares_what_it_does_not_fuse(tiny, monkeypatch):
@@ -168,8 +169,8 @@ def test_smollm2_wo_is_padded_for_two_threads(smollm2, threads, monkeypatch):
     model, _ = smollm2
     monkeypatch.setattr(blas, "numpy_uses_openblas", lambda: True)
     monkeypatch.setattr(blas, "openblas_threads", lambda: threads)
-    pin(monkeypatch, wo="output-major, padded" if threads > 1 else "output-major")  # as a measurement chose
-    attn = fast_module.FusedAttention(model.layers[0].attention, for_numpy=True)
+    way = "output-major, padded" if threads > 1 else "output-major"  # as a measurement would choose
+    attn = fast_module.FusedAttention(model.layers[0].attention, {"wo": way})
     wo = model.layers[0].attention.wo.weight
     if threads == 1:
         assert attn.wo_padded is None and attn.wo.weight is wo

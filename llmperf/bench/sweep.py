@@ -164,7 +164,7 @@ async def sweep(url: str, model: str, prompts: Sequence, max_tokens: "int | Sequ
                 on_point: Callable[[Point], None] | None = None, **options) -> Sweep:
     """Run a sweep of `kind` ("rate" or "concurrency") and return it. By rate: the synchronous point, the
     throughput point (all at once, under `concurrency` if given), then `steps` rates evenly between their
-    request throughputs; or, with `values`, those rates (requests/s), each under `concurrency` if given. By
+    request throughputs (none if all at once served no more requests/s than one at a time); or, with `values`, those rates (requests/s), each under `concurrency` if given. By
     concurrency: a closed loop at each of `values` (default `CONCURRENCIES`). Each point sends every prompt
     (with `max_tokens`, as `load.run`); `options` go to `load.run` (burstiness, duration, chat, timeout, seed,
     warmups: sent once, before the first point, ignore_eos, show_progress). `on_point` is called as each point

@@ -21,16 +21,11 @@ def linear(weight: torch.Tensor) -> nn.Linear:
     return layer
 
 
-def stored(name: str, weight: torch.Tensor, for_numpy: bool, paddable: bool = False
-           ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """`weight`, (out, in), stored as the NumPy step multiplies it fastest on this host (`tuning.choose`, which
-    measures it here once): as it is (output-major), as an (out, in) view of an (in, out) copy (input-major,
-    `blas.input_major`), or, if `paddable`, as a view of the first rows of a copy with zero rows appended
-    (`blas.threaded_gemv_rows`). Returns (the weight PyTorch reads, the padded copy or None). Without
-    `for_numpy`, the weight as it is."""
-    if not for_numpy:
-        return weight, None
-    way = tuning.choose(name, *weight.shape, paddable)
+def stored(weight: torch.Tensor, way: str | None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """`weight`, (out, in), stored `way` (`tuning.WAYS`) for the NumPy step: as it is (output-major, or None:
+    not for NumPy), as an (out, in) view of an (in, out) copy (input-major, `blas.input_major`), or as a view of
+    the first rows of a copy with zero rows appended (`blas.threaded_gemv_rows`). Returns (the weight PyTorch
+    reads, the padded copy or None)."""
     if way == "input-major":
         return blas.input_major(weight, True), None
     if way == "output-major, padded":
@@ -40,20 +35,75 @@ def stored(name: str, weight: torch.Tensor, for_numpy: bool, paddable: bool = Fa
     return weight, None
 
 
+def sources(model: Transformer) -> dict[str, list[torch.Tensor]]:
+    """Each kind of matrix the NumPy step multiplies, (out, in), one per layer (the head: one): what `stored`
+    lays out."""
+    return {"wqkv": [torch.cat([b.attention.wq.weight, b.attention.wk.weight, b.attention.wv.weight])
+                     for b in model.layers],
+            "wo": [b.attention.wo.weight for b in model.layers],
+            "w13": [torch.cat([b.feed_forward.w1.weight, b.feed_forward.w3.weight]) for b in model.layers],
+            "w2": [b.feed_forward.w2.weight for b in model.layers],
+            "head": [model.output.weight]}
+
+
+def matrices(model: Transformer) -> dict[str, tuple[int, int, bool]]:
+    """{kind: (rows, cols, paddable)} of the step's matrices; wo's extra outputs are cut off, so it may be padded."""
+    return {name: (*weights[0].shape, name == "wo") for name, weights in sources(model).items()}
+
+
+@torch.no_grad()
+def measured_layouts(model: Transformer) -> dict[str, str]:
+    """How to store each kind of matrix for the NumPy step on this host: kept from an earlier measurement, or
+    measured now in the step itself (`tuning`'s docstring) and kept."""
+    from ..generation import new_cache
+
+    shapes = matrices(model)
+    ways = tuning.kept(shapes)
+    if ways is not None:
+        return ways
+    ways = {name: tuning.first_guess(name, *shape) for name, shape in shapes.items()}
+    step = FusedTransformer(model, ways).numpy_step
+    cache, seconds = new_cache(model, 1, 32), {}
+    for name, weights in sources(model).items():
+        arrays = {way: [step_array(name, *stored(w, way)) for w in weights] for way in tuning.candidates(*shapes[name])}
+        seconds[name] = tuning.time_in_step(step, lambda a, name=name: install(step, name, a), arrays, cache)
+        ways[name] = min(seconds[name], key=seconds[name].get)
+        install(step, name, arrays[ways[name]])
+    tuning.keep(shapes, ways, seconds)
+    return ways
+
+
+def step_array(name: str, weight: torch.Tensor, padded: torch.Tensor | None):
+    """The NumPy view the step multiplies: (in, out) for the `h @ W` products (wqkv, w13, head), (out, in) or
+    padded (rows, in) for the `W @ h` ones (wo, w2), as NumpyDecodeStep takes them."""
+    array = (padded if padded is not None else weight).detach().numpy()
+    return array.T if name in ("wqkv", "w13", "head") else array
+
+
+def install(step: NumpyDecodeStep, name: str, arrays: list) -> None:
+    """Put one kind of matrix, one array per layer (the head: one), into `step` in place of its own."""
+    if name == "head":
+        step.head = arrays[0]
+        return
+    where = {"wqkv": 1, "wo": 2, "w13": 4, "w2": 5}[name]  # NumpyDecodeStep.layers: (norm1, wqkv, wo, norm2, w13, w2)
+    step.layers = [layer[:where] + (array,) + layer[where + 1:] for layer, array in zip(step.layers, arrays)]
+
+
 class FusedAttention(nn.Module):
     """Attention whose q, k, v projections are one matrix, and whose q and k are rotated in one op.
 
-    For the NumPy step (`for_numpy`), that matrix and wo are stored as this host multiplies them fastest
-    (`stored`); wo may be stored with zero rows appended: `wo_padded` holds them, and `wo` is a view of its first
-    rows, so PyTorch's path reads the same weights.
+    For the NumPy step, that matrix and wo are stored as `ways` says (`stored`; None: not for NumPy); wo may be
+    stored with zero rows appended: `wo_padded` holds them, and `wo` is a view of its first rows, so PyTorch's
+    path reads the same weights.
     """
 
-    def __init__(self, attn: Attention, for_numpy: bool = False):
+    def __init__(self, attn: Attention, ways: dict[str, str] | None = None):
         super().__init__()
+        ways = ways or {}
         self.layer_id = attn.layer_id
         self.n_heads, self.n_kv_heads, self.head_dim = attn.n_heads, attn.n_kv_heads, attn.head_dim
-        self.wqkv = linear(stored("wqkv", torch.cat([attn.wq.weight, attn.wk.weight, attn.wv.weight]), for_numpy)[0])
-        wo, self.wo_padded = stored("wo", attn.wo.weight, for_numpy, paddable=True)  # (d, q): may be shared
+        self.wqkv = linear(stored(torch.cat([attn.wq.weight, attn.wk.weight, attn.wv.weight]), ways.get("wqkv"))[0])
+        wo, self.wo_padded = stored(attn.wo.weight, ways.get("wo"))  # (d, q): shared, unless stored otherwise
         self.wo = linear(wo)
 
     def forward(self, x, rope, mask, input_pos, cache):
@@ -71,10 +121,11 @@ class FusedAttention(nn.Module):
 class FusedFeedForward(nn.Module):
     """SwiGLU whose gate (w1) and up (w3) projections are one matrix."""
 
-    def __init__(self, ff: FeedForward, for_numpy: bool = False):
+    def __init__(self, ff: FeedForward, ways: dict[str, str] | None = None):
         super().__init__()
-        self.w13 = linear(stored("w13", torch.cat([ff.w1.weight, ff.w3.weight]), for_numpy)[0])  # (2·d_ff, d)
-        self.w2 = linear(stored("w2", ff.w2.weight, for_numpy)[0])  # shared with the plain model unless copied
+        ways = ways or {}
+        self.w13 = linear(stored(torch.cat([ff.w1.weight, ff.w3.weight]), ways.get("w13"))[0])  # (2·d_ff, d)
+        self.w2 = linear(stored(ff.w2.weight, ways.get("w2"))[0])  # shared with the plain model unless copied
 
     def forward(self, x):
         gate, up = self.w13(x).chunk(2, dim=-1)  # (B, S, 2·d_ff) -> two (B, S, d_ff)
@@ -87,23 +138,25 @@ class FusedTransformer(Transformer):
 
     It is a Transformer, built by Transformer's own constructor on the meta device
     (a skeleton that allocates nothing), whose parts are then replaced: the
-    embedding, norms, w2 and rotary tables by `model`'s own, wo and the LM head by
-    `model`'s or by copies laid out for NumPy, and attention and the MLP by their
-    fused forms. Transformer.forward runs everything but the NumPy step.
+    embedding, norms and rotary tables by `model`'s own, wo, w2 and the LM head by
+    `model`'s or by copies laid out for NumPy as `ways` says (by default, as
+    `measured_layouts` finds fastest here), and attention and the MLP by their fused
+    forms. Transformer.forward runs everything but the NumPy step.
     """
 
-    def __init__(self, model: Transformer):
+    def __init__(self, model: Transformer, ways: dict[str, str] | None = None):
         with torch.device("meta"):
             super().__init__(model.cfg)
-        for_numpy = model.dtype == torch.float32 and model.device.type == "cpu"  # its one-token steps: NumPy
+        for_numpy = model.dtype == torch.float32 and model.device.type == "cpu"  # its decode steps: NumPy
+        # How each kind of matrix is stored for NumPy: given, or as this host multiplies it fastest (measured once)
+        ways = (ways or measured_layouts(model)) if for_numpy else None
         self.tok_embeddings, self.norm = model.tok_embeddings, model.norm
         for block, plain in zip(self.layers, model.layers):
             block.attention_norm, block.ffn_norm = plain.attention_norm, plain.ffn_norm
-            block.attention = FusedAttention(plain.attention, for_numpy)
-            block.feed_forward = FusedFeedForward(plain.feed_forward, for_numpy)
-        # for_numpy: the LM head as this host multiplies it fastest, a copy if not as it is (for tied models the
-        # embedding stays as it is)
-        self.output = linear(stored("head", model.output.weight, for_numpy)[0])
+            block.attention = FusedAttention(plain.attention, ways)
+            block.feed_forward = FusedFeedForward(plain.feed_forward, ways)
+        # The LM head, a copy if stored otherwise than as it is (for tied models the embedding stays as it is)
+        self.output = linear(stored(model.output.weight, ways and ways["head"])[0])
         self.rope_cos, self.rope_sin = model.rope_cos, model.rope_sin
         self.numpy_step = NumpyDecodeStep(self) if for_numpy else None
 
@@ -139,10 +192,13 @@ def fuse(model: Transformer) -> FusedTransformer:
     """A model computing the same function as `model` with fused q/k/v and gate/up matrices.
 
     Shares the embedding, norms and rotary tables with `model`, and wo, w2 and the
-    LM head too unless `model` is float32 on a CPU. The fused matrices are new, so it
-    takes extra memory equal to the q, k, v, gate and up matrices; float32 on a CPU
-    adds a copy of each of wo, w2 and the LM head that this host multiplies faster
-    stored otherwise (`stored`: input-major, or wo with zero rows), measured here the
-    first time (`tuning`). Neither model may be moved or cast afterwards (the fused one refuses to be).
+    LM head too unless one is stored otherwise for NumPy. The fused matrices are new,
+    so it takes extra memory equal to the q, k, v, gate and up matrices; float32 on a
+    CPU adds a copy of each of wo, w2 and the LM head that this host's step runs
+    faster stored otherwise (`stored`: input-major, or wo with zero rows). Which
+    those are is measured in the step the first time a model of this shape is fused
+    on this host, a few seconds for SmolLM2, and kept (`measured_layouts`,
+    `tuning`). Neither model may be moved or cast afterwards (the fused one refuses
+    to be).
     """
     return FusedTransformer(model).eval()

@@ -5,13 +5,18 @@ input-major storage, (in, out), runs the kernel that adds rows; output-major, (o
 dot product per output. And a matrix too small for OpenBLAS to split over its threads can be padded with zero
 rows until it is split (`blas.threaded_gemv_rows`). Which is faster depends on the processor, its caches, the
 BLAS build and the thread count: the last round fixed the answers on one Intel host, and on an AMD host they
-were not the best. So `choose` times each way on this host, with random matrices of each shape, and keeps the
-fastest. Each is timed as the step meets it, streamed from memory (`measure`).
+were not the best.
 
-A choice is measured once per host and kept in a JSON file (~/.cache/llmperf/numpy-step.json, or under
-$LLMPERF_CACHE_DIR), keyed by what it depends on: the processor's model name and its vector and matrix flags,
-NumPy's BLAS with its version, and OpenBLAS's thread count. A new processor, BLAS or thread count measures
-again. `timings` returns what was measured, for a benchmark to print.
+So the answers are measured here, in the step itself: `fused.measured_layouts` builds the step with a first
+guess (`first_guess`), then for each kind of matrix (wqkv, wo, w13, w2, head) times whole steps with that kind
+stored each way it may be (`candidates`), the ways taking turns so that a drifting machine affects them alike
+(`time_in_step`), and keeps the fastest before it tries the next kind. A gemv timed on its own, with copies of
+one shape, did not predict the step: on one host it chose layouts 3 % slower there (book/benchmarks.md).
+
+The answers are kept in a JSON file (~/.cache/llmperf/numpy-step-layouts.json, or under $LLMPERF_CACHE_DIR),
+keyed by what they depend on: the processor's model name and its vector and matrix flags, NumPy's BLAS with its version
+(and the kernels $OPENBLAS_CORETYPE forces), OpenBLAS's thread count, and each matrix's shape. A new processor,
+BLAS, thread count or model measures again. `report` prints what was measured, for a benchmark.
 """
 
 from __future__ import annotations
@@ -21,8 +26,6 @@ import os
 import statistics
 import time
 from pathlib import Path
-
-import numpy as np
 
 from ..host import cpu_flags, cpu_name
 from . import blas
@@ -35,7 +38,7 @@ FLAGS = ("avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni"
          "amx_bf16", "neon", "asimd", "sve")
 """The processor flags a gemv's speed can depend on: its vector width and instruction sets."""
 
-REPEATS = 15  # timed products per way, interleaved
+ROUNDS, STEPS = 4, 5  # per kind of matrix: rounds of STEPS timed steps for each way, the ways in turn
 
 
 def host_key() -> str:
@@ -48,9 +51,9 @@ def host_key() -> str:
 
 
 def cache_file() -> Path:
-    """Where the choices are kept: $LLMPERF_CACHE_DIR/numpy-step.json, else ~/.cache/llmperf/numpy-step.json."""
+    """Where the choices are kept: numpy-step-layouts.json in $LLMPERF_CACHE_DIR, else in ~/.cache/llmperf."""
     folder = os.environ.get("LLMPERF_CACHE_DIR") or Path.home() / ".cache" / "llmperf"
-    return Path(folder) / "numpy-step.json"
+    return Path(folder) / "numpy-step-layouts.json"
 
 
 def _load() -> dict:
@@ -60,13 +63,9 @@ def _load() -> dict:
         return {}  # no file yet, or one this version cannot read: measure again
 
 
-def _save(kept: dict) -> None:
-    path = cache_file()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(kept, indent=1))
-    except OSError:
-        pass  # a read-only home: the choice is measured again next time, nothing worse
+def key(name: str, rows: int, cols: int, paddable: bool) -> str:
+    """The cache's name for one matrix of one model: "wqkv 960x576"."""
+    return f"{name} {rows}x{cols}" + (" paddable" if paddable else "")
 
 
 def candidates(rows: int, cols: int, paddable: bool) -> list[str]:
@@ -78,65 +77,64 @@ def candidates(rows: int, cols: int, paddable: bool) -> list[str]:
     return ways
 
 
-def last_level_cache() -> int:
-    """Bytes of the processor's largest cache (Linux's sysfs), or 32 MiB where it cannot be read."""
-    sizes = []
-    for index in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
-        try:
-            text = (index / "size").read_text().strip()
-        except OSError:
-            continue
-        unit = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1:].upper(), 1)
-        sizes.append(int(text.rstrip("KMGkmg")) * unit)
-    return max(sizes, default=32 * 2**20)
+def first_guess(name: str, rows: int, cols: int, paddable: bool) -> str:
+    """The way to start from, before measuring: what the round before chose on one Intel host (input-major for
+    matrices whose output is longer than their input, padding where it applies)."""
+    ways = candidates(rows, cols, paddable)
+    if WAYS[2] in ways:
+        return WAYS[2]
+    return "input-major" if rows > cols else "output-major"
 
 
-def measure(rows: int, cols: int, ways: list[str]) -> dict[str, float]:
-    """Median seconds of one float32 gemv of a (rows, cols) matrix stored each way, as the step meets it: from
-    memory, not from a cache. A step reads every weight once, so each timed product takes the next of enough
-    copies of the matrix to overflow the largest cache (up to 256 MiB of them per way); the ways take turns,
-    so that a drifting machine affects them alike."""
-    size = rows * cols * 4
-    copies = max(2, -(-min(max(2 * last_level_cache(), 64 * 2**20), 256 * 2**20) // size))
-    padded_rows = blas.threaded_gemv_rows(rows, cols, blas.openblas_threads())
-    make = {"input-major": lambda: np.ones((cols, rows), np.float32).T,  # (out, in) view of (in, out) storage
-            "output-major": lambda: np.ones((rows, cols), np.float32),
-            "output-major, padded": lambda: np.ones((padded_rows, cols), np.float32)}
-    stored = {way: [make[way]() for _ in range(copies)] for way in ways}
-    x = np.ones(cols, np.float32)
-    times: dict[str, list[float]] = {way: [] for way in ways}
-    rounds = max(REPEATS, min(copies, 60))
-    for i in range(rounds + 2):  # the first two rounds warm up
-        for way in ways:
-            matrix = stored[way][i % copies]
-            start = time.perf_counter()
-            matrix @ x
-            times[way].append(time.perf_counter() - start)
-    return {way: statistics.median(t[2:]) for way, t in times.items()}
+def kept(shapes: dict[str, tuple[int, int, bool]]) -> dict[str, str] | None:
+    """The ways kept for this host and these matrices ({name: (rows, cols, paddable)}), or None if any is
+    missing."""
+    here = _load().get(host_key(), {})
+    names = {name: key(name, *shape) for name, shape in shapes.items()}
+    if not all(k in here for k in names.values()):
+        return None
+    return {name: here[k]["chosen"] for name, k in names.items()}
 
 
-def choose(name: str, rows: int, cols: int, paddable: bool = False) -> str:
-    """How to store the (rows, cols) matrix `name` (an entry of `WAYS`), measured on this host the first time
-    and read from the cache after."""
-    kept = _load()
-    here = kept.setdefault(host_key(), {})
-    key = f"{name} {rows}x{cols}" + (" paddable" if paddable else "")
-    if key not in here:
-        times = measure(rows, cols, candidates(rows, cols, paddable))
-        here[key] = {"chosen": min(times, key=times.get), "seconds": times}
-        _save(kept)
-    return here[key]["chosen"]
+def keep(shapes: dict[str, tuple[int, int, bool]], ways: dict[str, str], seconds: dict[str, dict[str, float]]
+         ) -> None:
+    """Keep this host's measured ways and their step times; a read-only home only means measuring next time."""
+    everything = _load()
+    here = everything.setdefault(host_key(), {})
+    for name, shape in shapes.items():
+        here[key(name, *shape)] = {"chosen": ways[name], "step seconds": seconds.get(name, {})}
+    try:
+        cache_file().parent.mkdir(parents=True, exist_ok=True)
+        cache_file().write_text(json.dumps(everything, indent=1))
+    except OSError:
+        pass
+
+
+def time_in_step(step, install, arrays: dict[str, object], cache) -> dict[str, float]:
+    """Median seconds of one whole decode step (`step(token, pos, cache)`) with each way's arrays installed
+    (`install(arrays[way])`), the ways taking turns for ROUNDS rounds of STEPS steps; the first step after
+    each switch is not counted."""
+    times: dict[str, list[float]] = {way: [] for way in arrays}
+    for _ in range(ROUNDS):
+        for way, array in arrays.items():
+            install(array)
+            for i in range(STEPS + 1):
+                start = time.perf_counter()
+                step(1, 8 + i, cache)
+                if i:
+                    times[way].append(time.perf_counter() - start)
+    return {way: statistics.median(t) for way, t in times.items()}
 
 
 def timings() -> dict[str, dict]:
-    """This host's choices and what they were measured at: {matrix: {"chosen": way, "seconds": {way: s}}}."""
+    """This host's choices and what they were measured at: {matrix: {"chosen": way, "step seconds": {way: s}}}."""
     return _load().get(host_key(), {})
 
 
 def report() -> str:
-    """This host's choices as lines of text, each with its timings in µs, for a benchmark to print."""
-    lines = [f"NumPy step layouts on {host_key()} (measured here, kept in {cache_file()}):"]
+    """This host's choices as lines of text, each with the step's time for every way, for a benchmark to print."""
+    lines = [f"NumPy step layouts on {host_key()} (measured in the step here, kept in {cache_file()}):"]
     for matrix, seen in timings().items():
-        said = ", ".join(f"{way} {s * 1e6:,.0f} µs" for way, s in seen["seconds"].items())
-        lines.append(f"  {matrix}: {seen['chosen']} ({said})")
+        said = ", ".join(f"{way} {s * 1e3:.2f} ms" for way, s in seen.get("step seconds", {}).items())
+        lines.append(f"  {matrix}: {seen['chosen']}" + (f" (step: {said})" if said else ""))
     return "\n".join(lines)

@@ -41,7 +41,8 @@ class RateSweep:
     def numbers(self) -> dict[str, object]:
         first, top, knee = self.points[0].summary, self.sweep.capacity.summary, self.sweep.knee
         best = self.sweep.best
-        return {"rs_batch": self.batch, "rs_requests": first.completed + first.failed, "rs_steps": STEPS,
+        steps = sum(p.label == "rate" for p in self.points)  # STEPS, unless all at once gained nothing
+        return {"rs_batch": self.batch, "rs_requests": first.completed + first.failed, "rs_steps": steps,
                 "rs_sync": first.request_throughput, "rs_capacity": top.request_throughput,
                 "rs_capacity_tok": top.output_throughput, "rs_gain": top.request_throughput / first.request_throughput,
                 "rs_knee_text": knee_text(knee and knee.load, knee.summary.output_throughput if knee else 0,
