@@ -7,9 +7,11 @@ synthetic prompt of --input-len token ids) when its last one ends. Answers
 vary in length as real ones do: each request asks for a number of tokens drawn
 uniformly from 1 to 2·--output-len − 1 (mean --output-len), the same draws for
 both policies. That is where the policies differ: a static batch waits for its
-longest answer, while continuous batching refills a finished slot at once. For each run it prints output tokens/s over the run and the median
-and p99 of TTFT and TPOT. The server's maximum batch is the largest
-concurrency, so at concurrency C up to C sequences decode together.
+longest answer, while continuous batching refills a finished slot at once. For
+each run it prints output tokens/s over the run, the median and p99 of TTFT and
+TPOT, and the longest stall between two tokens any request saw (a newcomer's
+prefill holds up the batch's decode steps). The server's maximum batch is the
+largest concurrency, so at concurrency C up to C sequences decode together.
 
 The server decodes with the fused model (`llmperf.fast`, as `python -m llmperf.serve` does); --plain serves
 the teaching model instead.
@@ -71,7 +73,14 @@ def measure(url: str, model_name: str, concurrency: int, args) -> dict:
     return {"concurrency": concurrency, "requests": s.completed, "failed": s.failed,
             "output_tokens_per_s": s.output_throughput, "ttft_p50_ms": s.ttft.median * 1e3,
             "ttft_p99_ms": s.ttft.p99 * 1e3, "tpot_p50_ms": s.tpot.median * 1e3, "tpot_p99_ms": s.tpot.p99 * 1e3,
-            "per_user_tokens_per_s": 1 / s.tpot.median, "e2e_p50_ms": s.e2e.median * 1e3}
+            "per_user_tokens_per_s": 1 / s.tpot.median, "e2e_p50_ms": s.e2e.median * 1e3,
+            "longest_gap_ms": longest_gap(records) * 1e3}
+
+
+def longest_gap(records) -> float:
+    """The longest wait between two streamed tokens of any request (s): the longest decode stall a client saw,
+    such as a newcomer's prefill run between two decode steps of the batch; 0 if no request had two tokens."""
+    return max((b - a for r in records if r.ok for a, b in zip(r.token_times, r.token_times[1:])), default=0.0)
 
 
 def llama_server() -> str | None:
@@ -177,11 +186,12 @@ def main(argv=None) -> int:
 
     print(f"\nclosed loop, {args.input_len}-token prompts, 1 to {2 * args.output_len - 1} new tokens each")
     print(f"{'policy':<15} {'clients':>7} {'tokens/s':>9} {'per user':>9} {'TTFT p50':>9} {'p99':>8} "
-          f"{'TPOT p50':>9} {'p99':>8} {'E2E p50':>8}  (ms)")
+          f"{'TPOT p50':>9} {'p99':>8} {'E2E p50':>8} {'stall':>7}  (ms)")
     for r in rows:
         print(f"{r['policy']:<15} {r['concurrency']:>7} {r['output_tokens_per_s']:>9.1f} "
               f"{r['per_user_tokens_per_s']:>9.1f} {r['ttft_p50_ms']:>9.0f} {r['ttft_p99_ms']:>8.0f} "
-              f"{r['tpot_p50_ms']:>9.1f} {r['tpot_p99_ms']:>8.1f} {r['e2e_p50_ms']:>8.0f}")
+              f"{r['tpot_p50_ms']:>9.1f} {r['tpot_p99_ms']:>8.1f} {r['e2e_p50_ms']:>8.0f} {r['longest_gap_ms']:>7.0f}")
+    print("stall: the longest wait between two tokens of any request (a newcomer's prefill between two decode steps)")
     by = {(r["policy"], r["concurrency"]): r["output_tokens_per_s"] for r in rows}
     for c in levels:
         if ("llama-server", c) in by and ("continuous", c) in by:

@@ -147,7 +147,17 @@ def test_serving_benchmark_writes_its_table(tmp_path, capsys):
     assert [(r["policy"], r["concurrency"]) for r in rows] == [("continuous", 1), ("continuous", 2),
                                                                ("static", 1), ("static", 2)]
     assert all(r["failed"] == 0 and r["requests"] >= 2 and r["output_tokens_per_s"] > 0 for r in rows)
+    assert all(r["longest_gap_ms"] >= r["tpot_p50_ms"] > 0 for r in rows)  # a stall is at least a usual gap
     assert "tokens/s" in capsys.readouterr().out
+
+
+def test_the_longest_gap_is_the_longest_wait_between_two_tokens():
+    from llmperf.metrics import RequestRecord
+
+    serving = load_serving()
+    records = [RequestRecord(0.0, [0.1, 0.2, 0.5]), RequestRecord(0.0, [0.3]), RequestRecord(0.0, error="HTTP 500")]
+    assert serving.longest_gap(records) == pytest.approx(0.3)
+    assert serving.longest_gap(records[1:]) == 0.0
 
 
 @pytest.mark.parametrize("argv", [["--concurrency", "1,x"], ["--concurrency", "0"], ["--policies", "fifo"],
