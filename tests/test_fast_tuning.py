@@ -72,8 +72,8 @@ def test_padding_is_a_candidate_only_where_it_lifts_a_matrix_over_the_line(monke
     assert tuning.candidates(576, 576, paddable=True) == list(tuning.WAYS)
     assert tuning.candidates(576, 576, paddable=False) == list(tuning.WAYS[:2])
     assert tuning.candidates(960, 576, paddable=True) == list(tuning.WAYS[:2])  # already split
-    assert tuning.first_guess("wo", 576, 576, True) == "output-major, padded"
-    assert tuning.first_guess("w13", 3072, 576, False) == "input-major"
+    assert tuning.first_guess(576, 576, True) == "output-major, padded"
+    assert tuning.first_guess(3072, 576, False) == "input-major"
 
 
 def test_a_cache_that_cannot_be_read_is_measured_again(tiny, monkeypatch):

@@ -59,6 +59,15 @@ def environment() -> dict:
             "llmperf": __version__}
 
 
+def write_json(path: str, argv, base: str, model: str, **measured) -> None:
+    """A run's JSON: what two runs need to be compared (the exact command, the URL, the model, the client's
+    environment, which definition each number follows), then what was `measured`."""
+    command = "python -m llmperf.bench " + shlex.join(sys.argv[1:] if argv is None else argv)
+    with open(path, "w") as f:
+        json.dump({"command": command, "url": base, "model": model, "environment": environment(),
+                   "definitions": names.definitions(), **measured}, f, indent=1)
+
+
 def load_prompts(path: str) -> list:
     """One prompt per line; a JSON Lines file may give {"prompt": ...} objects instead."""
     prompts = []
@@ -239,14 +248,10 @@ def main(argv=None) -> int:
         print(view.report(records) if view else "the server's own count: none (its /metrics, if any, has none of "
               f"the names llmperf.bench reads: {', '.join(SERVERS)})")
     if args.json:
-        command = "python -m llmperf.bench " + shlex.join(sys.argv[1:] if argv is None else argv)
-        with open(args.json, "w") as f:
-            server = view and {"server": view.server, "in_flight": view.in_flight, "before": view.before,
-                               "after": view.after}
-            json.dump({"command": command, "url": base, "model": model, "environment": environment(),
-                       "achieved_rate": achieved_rate(records), "server_metrics": server,
-                       "definitions": names.definitions(),
-                       "summary": asdict(summary), "requests": [asdict(r) for r in records]}, f, indent=1)
+        server = view and {"server": view.server, "in_flight": view.in_flight, "before": view.before,
+                           "after": view.after}
+        write_json(args.json, argv, base, model, achieved_rate=achieved_rate(records), server_metrics=server,
+                   summary=asdict(summary), requests=[asdict(r) for r in records])
     if args.csv:
         write_csv(records, args.csv)
     if args.plot:
@@ -278,16 +283,12 @@ def _sweep(args, base: str, model: str, prompts, outputs, objectives, values, ar
     print(result.report())
     print(names.legend())
     if args.json:
-        command = "python -m llmperf.bench " + shlex.join(sys.argv[1:] if argv is None else argv)
         found = {"capacity": result.capacity.load, "knee": result.knee and result.knee.load,
                  "best": result.best and result.best.load, "target": result.target}
-        with open(args.json, "w") as f:
-            json.dump({"command": command, "url": base, "model": model, "environment": environment(),
-                       "definitions": names.definitions(), "sweep": {"kind": result.kind, **found, "points": [
-                           {"label": pt.label, "rate": "inf" if pt.rate == math.inf else pt.rate,  # JSON has no inf
-                            "concurrency": pt.concurrency, "row": pt.row(),
-                            "summary": asdict(pt.summary), "requests": [asdict(r) for r in pt.records]}
-                           for pt in result.points]}}, f, indent=1)
+        write_json(args.json, argv, base, model, sweep={"kind": result.kind, **found, "points": [
+            {"label": pt.label, "rate": "inf" if pt.rate == math.inf else pt.rate,  # JSON has no inf
+             "concurrency": pt.concurrency, "row": pt.row(),
+             "summary": asdict(pt.summary), "requests": [asdict(r) for r in pt.records]} for pt in result.points]})
     if args.csv:
         write_csv(result, args.csv)
     if args.plot:

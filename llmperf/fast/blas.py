@@ -56,8 +56,8 @@ def threaded_gemv_rows(rows: int, cols: int, threads: int) -> int:
     return padded if padded <= 1.5 * rows else rows
 
 
-def input_major(weight: torch.Tensor, for_numpy: bool) -> torch.Tensor:
-    """`weight` (out, in) as it is, or, `for_numpy`, as an (out, in) view of an (in, out) copy.
+def input_major(weight: torch.Tensor) -> torch.Tensor:
+    """`weight` (out, in) as an (out, in) view of an (in, out) copy.
 
     NumPy's product `h @ W` with W stored (in, out), one row per input, runs OpenBLAS's "N" gemv kernel:
     it adds x[i] times row i to the output, and streams long rows. `W @ h` with W stored (out, in) runs
@@ -65,4 +65,4 @@ def input_major(weight: torch.Tensor, for_numpy: bool) -> torch.Tensor:
     depends on the host; `tuning` measures it, and `fused.stored` calls this where input-major won. PyTorch
     reads the view.
     """
-    return weight.t().contiguous().t() if for_numpy else weight
+    return weight.t().contiguous().t()

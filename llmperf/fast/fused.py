@@ -27,7 +27,7 @@ def stored(weight: torch.Tensor, way: str | None) -> tuple[torch.Tensor, torch.T
     the first rows of a copy with zero rows appended (`blas.threaded_gemv_rows`). Returns (the weight PyTorch
     reads, the padded copy or None)."""
     if way == "input-major":
-        return blas.input_major(weight, True), None
+        return blas.input_major(weight), None
     if way == "output-major, padded":
         rows = blas.threaded_gemv_rows(*weight.shape, blas.openblas_threads())
         padded = torch.cat([weight.detach(), weight.new_zeros(rows - weight.shape[0], weight.shape[1])])
@@ -47,8 +47,13 @@ def sources(model: Transformer) -> dict[str, list[torch.Tensor]]:
 
 
 def matrices(model: Transformer) -> dict[str, tuple[int, int, bool]]:
-    """{kind: (rows, cols, paddable)} of the step's matrices; wo's extra outputs are cut off, so it may be padded."""
-    return {name: (*weights[0].shape, name == "wo") for name, weights in sources(model).items()}
+    """{kind: (rows, cols, paddable)} of the step's matrices, read off the config (nothing is concatenated, as
+    `sources` does); wo's extra outputs are cut off, so it may be padded."""
+    cfg = model.cfg
+    q, kv = cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim
+    return {"wqkv": (q + 2 * kv, cfg.d_model, False), "wo": (cfg.d_model, q, True),
+            "w13": (2 * cfg.d_ff, cfg.d_model, False), "w2": (cfg.d_model, cfg.d_ff, False),
+            "head": (cfg.vocab_size, cfg.d_model, False)}
 
 
 @torch.no_grad()
@@ -61,7 +66,7 @@ def measured_layouts(model: Transformer) -> dict[str, str]:
     ways = tuning.kept(shapes)
     if ways is not None:
         return ways
-    ways = {name: tuning.first_guess(name, *shape) for name, shape in shapes.items()}
+    ways = {name: tuning.first_guess(*shape) for name, shape in shapes.items()}
     step = FusedTransformer(model, ways).numpy_step
     cache, seconds = new_cache(model, 1, 32), {}
     for name, weights in sources(model).items():

@@ -130,7 +130,7 @@ class NumpyDecodeStep:
         The same arithmetic as `__call__`, on all B rows at once, except for the products: each is one
         (B, in) × (in, out) matrix product, handed to PyTorch's (`product`), which reads each weight once for
         all rows. NumPy's own (OpenBLAS's gemm) packs the weights first and took longer for a few rows than
-        PyTorch's did (benchmarks/decode.py measures both). Attention, whose keys differ by sequence, and the
+        PyTorch's did (book/benchmarks.md, "Third round"). Attention, whose keys differ by sequence, and the
         cache writes run row by row."""
         cfg = self.cfg
         H, Hkv, hd = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim

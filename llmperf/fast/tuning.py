@@ -27,24 +27,20 @@ import statistics
 import time
 from pathlib import Path
 
-from ..host import cpu_flags, cpu_name
+from ..host import CPU_FLAGS, cpu_flags, cpu_name
 from . import blas
 
 WAYS = ("input-major", "output-major", "output-major, padded")
 """How a matrix can be stored for the NumPy step. Padding applies to output-major storage of a matrix under
 OpenBLAS's one-thread line whose extra outputs the step cuts off (wo's)."""
 
-FLAGS = ("avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16", "amx_tile",
-         "amx_bf16", "neon", "asimd", "sve")
-"""The processor flags a gemv's speed can depend on: its vector width and instruction sets."""
-
 ROUNDS, STEPS = 4, 5  # per kind of matrix: rounds of STEPS timed steps for each way, the ways in turn
 
 
 def host_key() -> str:
-    """What a choice depends on, as one string: the processor, its flags of `FLAGS`, NumPy's BLAS (and the
+    """What a choice depends on, as one string: the processor, its flags of `host.CPU_FLAGS`, NumPy's BLAS (and the
     kernels $OPENBLAS_CORETYPE forces, if set), its threads."""
-    flags = sorted(cpu_flags() & set(FLAGS))
+    flags = sorted(cpu_flags() & set(CPU_FLAGS))
     kernels = os.environ.get("OPENBLAS_CORETYPE")  # OpenBLAS told to use another processor's kernels
     return (f"{cpu_name()} [{' '.join(flags)}] | {blas.numpy_blas()}" + (f" ({kernels} kernels)" if kernels else "")
             + f" | {blas.openblas_threads()} threads")
@@ -77,7 +73,7 @@ def candidates(rows: int, cols: int, paddable: bool) -> list[str]:
     return ways
 
 
-def first_guess(name: str, rows: int, cols: int, paddable: bool) -> str:
+def first_guess(rows: int, cols: int, paddable: bool) -> str:
     """The way to start from, before measuring: what the round before chose on one Intel host (input-major for
     matrices whose output is longer than their input, padding where it applies)."""
     ways = candidates(rows, cols, paddable)

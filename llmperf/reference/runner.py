@@ -26,14 +26,13 @@ import torch
 from .. import __version__, hardware
 from ..config import get_config
 from ..device import cpu_flags, device_name, environment, pick_device, total_memory_bytes
+from ..host import CPU_FLAGS
 from ..weights import build_model, load_smollm2
 from . import fileformat, results
 
 REAL = "SmolLM2-135M-Instruct, real weights (the bundled GGUF)"
 RANDOM = "random weights of SmolLM2-135M's shape (seed 0); the real tokenizer"
 TINY = "random weights of the tiny preset (a test run)"
-CPU_FLAGS = ("avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_bf16", "avx512_fp16",
-             "avx512_vnni", "avx_vnni", "amx_tile", "amx_bf16", "amx_int8", "amx_fp16", "asimd", "sve", "bf16", "fphp")
 
 
 def run_environment(device: torch.device, dtype: torch.dtype) -> dict:
