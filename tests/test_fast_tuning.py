@@ -4,7 +4,7 @@ this host, kept per host, and the model computes the same function whichever is 
 import pytest
 import torch
 
-from llmperf.fast import fuse, tuning
+from llmperf.fast import fuse, packing, tuning
 from llmperf.fast.fused import matrices
 from llmperf.generation import new_cache
 from tests.test_model import cached_logits
@@ -94,3 +94,50 @@ def test_the_host_key_names_what_a_choice_depends_on(monkeypatch):
     assert tuning.host_key() != key and "7 threads" in tuning.host_key()
     monkeypatch.setenv("OPENBLAS_CORETYPE", "Haswell")  # OpenBLAS made to use AVX2 kernels: measured apart
     assert "(Haswell kernels)" in tuning.host_key()
+
+
+needs_onednn = pytest.mark.skipif(not packing.available(), reason="PyTorch here was built without oneDNN: nothing "
+                                  "is packed, and products of several rows are PyTorch's own")
+
+
+@needs_onednn
+def test_packing_follows_the_measurement_and_is_kept_per_host(tiny, monkeypatch):
+    calls = []
+    monkeypatch.setattr(tuning, "time_in_step", faster("packed", calls))
+    fast = fuse(tiny, pack=True)
+    assert all(layer.packed is not None for layer in fast.linears()) and ["packed", "plain"] in calls
+    assert tuning.kept_products(matrices(tiny)) == "packed"
+    measured = len(calls)
+    monkeypatch.setattr(tuning, "time_in_step", faster("plain", calls))
+    assert fuse(tiny, pack=True).output.packed is not None and len(calls) == measured  # kept: not measured again
+    monkeypatch.setattr(tuning, "host_key", lambda: "another processor | another BLAS | 2 threads")
+    plain = fuse(tiny, pack=True)
+    assert all(layer.packed is None for layer in plain.linears()) and len(calls) > measured  # measured again
+    assert "several rows: wqkv 128x64" in tuning.report() and ": plain (step: plain 1.00 ms" in tuning.report()
+    assert fuse(tiny).output.packed is None  # not asked to pack: nothing packed, nothing measured
+
+
+@needs_onednn
+def test_packed_products_compute_the_same_prefill_and_batch_step(tiny, monkeypatch):
+    monkeypatch.setattr(tuning, "time_in_step", faster("packed", []))
+    fast = fuse(tiny, pack=True)
+    assert fast.output.packed is not None
+    tokens = torch.randint(0, tiny.cfg.vocab_size, (1, 12), generator=torch.Generator().manual_seed(3))
+    assert torch.allclose(cached_logits(fast, tokens, 4), cached_logits(tiny, tokens, 4), atol=1e-5)
+    caches = [new_cache(tiny, 3, 8), new_cache(tiny, 3, 8)]
+    with torch.inference_mode():  # a batch's decode step: each product over the 3 rows from the packed weights
+        plain = tiny(torch.tensor([[3], [5], [9]]), torch.tensor([[0], [0], [0]]), caches[0])
+        fused = fast(torch.tensor([[3], [5], [9]]), torch.tensor([[0], [0], [0]]), caches[1])
+    assert torch.allclose(fused, plain, atol=1e-5) and torch.allclose(caches[1].k, caches[0].k, atol=1e-6)
+    x = torch.ones(1, tiny.cfg.d_model)
+    monkeypatch.setattr(packing, "linear", lambda *a: pytest.fail("the packed copy was read with autograd on"))
+    with torch.enable_grad():  # autograd on: PyTorch's own product on the weights, never the packed copy
+        assert torch.equal(fast.output(x), x @ fast.output.weight.T)
+
+
+def test_without_onednn_nothing_is_packed_or_measured(tiny, monkeypatch):
+    calls = []
+    monkeypatch.setattr(packing, "available", lambda: False)
+    monkeypatch.setattr(tuning, "time_in_step", faster("packed", calls))
+    assert all(layer.packed is None for layer in fuse(tiny, pack=True).linears()) and calls == [[
+        "input-major", "output-major"]] * 5  # the layouts only

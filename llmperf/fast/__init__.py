@@ -41,13 +41,16 @@ NumPy step a copy of each matrix stored otherwise than the plain model's.
 A server's decode step, one new token for each of B sequences at their own
 positions, runs as NumPy code too (`NumpyDecodeStep.batch`): the small ops on
 all B rows at once, and each product one matrix product over the B rows, so
-that each weight is read once per step for all of them (PyTorch's: NumPy's
-OpenBLAS packs the weights first, and took longer for a few rows). The server
-(`llmperf.serve`) decodes with the fused model.
+that each weight is read once per step for all of them. A matrix product
+copies ("packs") its weight into tiles before it multiplies, which for a few
+rows costs as much as the product; `fuse(model, pack=True)` packs every weight
+once, with oneDNN (`packing`), and the batch's products and a prompt's prefill
+read the packed copies, where a measurement here finds that faster (`tuning`).
+The server (`llmperf.serve`) decodes with the fused model, packed.
 
-Everything else keeps PyTorch's F.linear on the same weights: prompts
-(several positions make a matrix–matrix product, which PyTorch spreads over
-the cores), bfloat16 (NumPy has no such type) and float16 (NumPy has no BLAS
+Everything else keeps PyTorch's product on the same weights (or their packed
+copies): prompts (several positions make a matrix–matrix product, which PyTorch
+spreads over the cores), bfloat16 (NumPy has no such type) and float16 (NumPy has no BLAS
 kernel for it), GPUs, and calls with autograd on (NumPy carries no gradients;
 generate() and stream() run under inference_mode). The plain model stays the
 one to read; this one is tested to give the same logits and the same tokens.
@@ -65,8 +68,9 @@ model last). torch.profiler does not see NumPy's work: profile the plain model
 to count a step's ops, and time the NumPy step with `profiling.numpy_step_times`.
 
 The package's modules: `fused` (the fused layers, `FusedTransformer`, `fuse`),
-`numpy_step` (`NumpyDecodeStep`), `blas` (what OpenBLAS does with a gemv) and
-`tuning` (the layouts, measured on this host and kept).
+`numpy_step` (`NumpyDecodeStep`), `blas` (what OpenBLAS does with a gemv),
+`packing` (weights packed once for products of several rows) and `tuning` (the
+layouts and the packing, measured on this host and kept).
 """
 
 from __future__ import annotations
@@ -75,4 +79,4 @@ from .blas import (OPENBLAS_ONE_THREAD_BELOW, input_major, numpy_blas, numpy_use
                    openblas_threads, threaded_gemv_rows)
 from .fused import FusedAttention, FusedFeedForward, FusedTransformer, fuse, linear  # noqa: F401
 from .numpy_step import NumpyDecodeStep, no_lap  # noqa: F401
-from . import tuning  # noqa: F401
+from . import packing, tuning  # noqa: F401

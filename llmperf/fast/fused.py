@@ -10,13 +10,25 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..model import Attention, FeedForward, Transformer, apply_rope, attend
-from . import blas, tuning
+from . import blas, packing, tuning
 from .numpy_step import NumpyDecodeStep
 
 
-def linear(weight: torch.Tensor) -> nn.Linear:
-    """An nn.Linear (no bias) whose weight is `weight` itself, (out, in), not a copy."""
-    layer = nn.Linear(weight.shape[1], weight.shape[0], bias=False, device="meta")
+class Linear(nn.Linear):
+    """nn.Linear (no bias) that may also hold its weight packed for products of several rows (`packed`): then,
+    with no autograd, it multiplies by the packed copy."""
+
+    packed: torch.Tensor | None = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.packed is not None and not torch.is_grad_enabled() and not torch.is_autocast_enabled("cpu"):
+            return packing.linear(x, self.packed)
+        return F.linear(x, self.weight)
+
+
+def linear(weight: torch.Tensor) -> Linear:
+    """A `Linear` whose weight is `weight` itself, (out, in), not a copy."""
+    layer = Linear(weight.shape[1], weight.shape[0], bias=False, device="meta")
     layer.weight = weight if isinstance(weight, nn.Parameter) else nn.Parameter(weight, requires_grad=False)
     return layer
 
@@ -76,6 +88,31 @@ def measured_layouts(model: Transformer) -> dict[str, str]:
         install(step, name, arrays[ways[name]])
     tuning.keep(shapes, ways, seconds)
     return ways
+
+
+@torch.no_grad()
+def measured_products(fused: "FusedTransformer", packs: dict) -> str:
+    """Measure how this host multiplies several rows (a 32-token prefill and a decode step of 4 sequences,
+    timed together): by the weights packed once ("packed": `packs`, {layer: its packed weight}) or by PyTorch's
+    own product ("plain"), in turns (`tuning.time_in_step`); keep and return the faster."""
+    from ..generation import new_cache
+
+    rows, prompt = 4, torch.arange(32)[None] % fused.cfg.vocab_size  # (1, 32)
+    batch, alone = new_cache(fused, rows, 64), new_cache(fused, 1, 32)
+
+    def work(token, pos, cache):  # a prompt's prefill and a decode step of `rows` sequences
+        fused(prompt, torch.arange(32), alone, last_only=True)
+        fused.numpy_step.batch([token] * rows, [pos] * rows, batch)
+
+    def install(way):
+        for layer, pack in packs.items():
+            layer.packed = pack if way == "packed" else None
+
+    seconds = tuning.time_in_step(work, install, {"plain": "plain", "packed": "packed"}, None)
+    chosen = min(seconds, key=seconds.get)
+    install(chosen)
+    tuning.keep_products(matrices(fused), chosen, seconds)
+    return chosen
 
 
 def step_array(name: str, weight: torch.Tensor, padded: torch.Tensor | None):
@@ -165,6 +202,27 @@ class FusedTransformer(Transformer):
         self.rope_cos, self.rope_sin = model.rope_cos, model.rope_sin
         self.numpy_step = NumpyDecodeStep(self) if for_numpy else None
 
+    def linears(self) -> list[Linear]:
+        """Every product's layer: each block's wqkv, wo, w13 and w2, and the LM head."""
+        return [m for b in self.layers for m in (b.attention.wqkv, b.attention.wo, b.feed_forward.w13,
+                                                   b.feed_forward.w2)] + [self.output]
+
+    @torch.no_grad()
+    def pack(self) -> bool:
+        """Pack every weight for products of several rows (`packing`), if oneDNN is here and this host multiplies
+        several rows faster so (`measured_products`: measured once, kept). Returns whether it packed."""
+        if self.numpy_step is None or not packing.available():
+            return False
+        chosen = tuning.kept_products(matrices(self))
+        if chosen == "plain":
+            return False
+        packs = {layer: packing.pack(layer.weight) for layer in self.linears()}
+        if chosen is None:
+            chosen = measured_products(self, packs)
+        for layer, pack in packs.items():
+            layer.packed = pack if chosen == "packed" else None
+        return chosen == "packed"
+
     def runs_in_numpy(self, tokens: torch.Tensor, input_pos, cache) -> bool:
         """Is this pass one for `numpy_step`? One cached token per sequence (a decode step, of one sequence or
         of a batch), float32 on a CPU, no autograd (NumPy would drop the gradient) and no autocast (NumPy would
@@ -193,7 +251,7 @@ class FusedTransformer(Transformer):
 
 
 @torch.no_grad()
-def fuse(model: Transformer) -> FusedTransformer:
+def fuse(model: Transformer, pack: bool = False) -> FusedTransformer:
     """A model computing the same function as `model` with fused q/k/v and gate/up matrices.
 
     Shares the embedding, norms and rotary tables with `model`, and wo, w2 and the
@@ -205,5 +263,12 @@ def fuse(model: Transformer) -> FusedTransformer:
     on this host, a few seconds for SmolLM2, and kept (`measured_layouts`,
     `tuning`). Neither model may be moved or cast afterwards (the fused one refuses
     to be).
+
+    With `pack`, float32 on a CPU, every weight is also packed for products of several rows (a batch's decode
+    step, a prompt's prefill; `packing`), if that is faster on this host (`FusedTransformer.pack`): one more
+    copy of every matrix. A server's model wants it; a batch-1 decode does not use it.
     """
-    return FusedTransformer(model).eval()
+    fused = FusedTransformer(model).eval()
+    if pack:
+        fused.pack()
+    return fused

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from ..cost import ATTENTION, KV_WRITE, LM_HEAD, NORMS, OTHER, PROJECTIONS
 from ..kv_cache import KVCache
@@ -51,10 +50,10 @@ class NumpyDecodeStep:
                        for b in model.layers]
         self.embedding, self.norm, self.head = (view(model.tok_embeddings.weight), view(model.norm.weight),
                                                 view(model.output.weight).T)
-        # For a batch: the same weights as PyTorch tensors, (out, in), each product one F.linear over the rows.
-        self.batch_weights = [(b.attention.wqkv.weight, b.attention.wo.weight, b.feed_forward.w13.weight,
-                               b.feed_forward.w2.weight) for b in model.layers]
-        self.batch_head = model.output.weight
+        # For a batch: the same weights in PyTorch's layers (fused.Linear), each product one call over the rows.
+        self.batch_layers = [(b.attention.wqkv, b.attention.wo, b.feed_forward.w13, b.feed_forward.w2)
+                             for b in model.layers]
+        self.batch_head = model.output
         half = cfg.head_dim // 2
         # RoPE's rotate-half, out = x·cos + [-x₂, x₁]·sin, as x·cos + swap(x)·sin_signed: each head's two halves
         # swapped by a view, and the sign folded into a copy of the sine table (max_seq_len, 2, hd/2).
@@ -128,10 +127,11 @@ class NumpyDecodeStep:
         `cache` (B sequences); writes their keys and values in place and returns the logits, (B, vocab) float32.
 
         The same arithmetic as `__call__`, on all B rows at once, except for the products: each is one
-        (B, in) × (in, out) matrix product, handed to PyTorch's (`product`), which reads each weight once for
-        all rows. NumPy's own (OpenBLAS's gemm) packs the weights first and took longer for a few rows than
-        PyTorch's did (book/benchmarks.md, "Third round"). Attention, whose keys differ by sequence, and the
-        cache writes run row by row."""
+        (B, in) × (in, out) matrix product, handed to the fused model's PyTorch layer (`product`), which reads
+        each weight once for all rows: from its packed copy if the model was packed (`FusedTransformer.pack`),
+        else with PyTorch's own product. NumPy's (OpenBLAS's gemm) packs every weight anew at every call and
+        took longer for a few rows than either (book/benchmarks.md). Attention, whose keys differ by
+        sequence, and the cache writes run row by row."""
         cfg = self.cfg
         H, Hkv, hd = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
         keys, values = cache.k.numpy(), cache.v.numpy()  # (L, B, Hkv, capacity, hd): the cache's own memory
@@ -141,7 +141,7 @@ class NumpyDecodeStep:
         x = self.embedding[np.asarray(tokens)]  # (B, d), a copy
         lap(OTHER)
         for i, (norm1, _, _, norm2, _, _) in enumerate(self.layers):
-            wqkv, wo, w13, w2 = self.batch_weights[i]
+            wqkv, wo, w13, w2 = self.batch_layers[i]
             h = self.rms_rows(x, norm1)
             lap(NORMS)
             qkv = product(h, wqkv)  # (B, d) × (d, (H + 2·Hkv)·hd): every row's q, k and v
@@ -181,8 +181,8 @@ class NumpyDecodeStep:
         return x * (1 / np.sqrt(mean_square + self.eps))[:, None] * weight
 
 
-def product(x: np.ndarray, weight: torch.Tensor) -> np.ndarray:
-    """x (B, in) times `weight` (out, in) transposed: (B, out), by PyTorch's matrix product on NumPy's memory
-    (from_numpy and .numpy() copy nothing). A padded weight's extra rows never reach it: `weight` is the view
-    PyTorch reads."""
-    return F.linear(torch.from_numpy(np.ascontiguousarray(x)), weight).numpy()
+def product(x: np.ndarray, layer: torch.nn.Module) -> np.ndarray:
+    """x (B, in) times `layer`'s weight (out, in) transposed: (B, out), by the layer's PyTorch product on NumPy's
+    memory (from_numpy and .numpy() copy nothing). A padded weight's extra rows never reach it: the layer's
+    weight is the view PyTorch reads."""
+    return layer(torch.from_numpy(np.ascontiguousarray(x))).numpy()

@@ -13,6 +13,10 @@ stored each way it may be (`candidates`), the ways taking turns so that a drifti
 (`time_in_step`), and keeps the fastest before it tries the next kind. A gemv timed on its own, with copies of
 one shape, did not predict the step: on one host it chose layouts 3 % slower there (book/benchmarks.md).
 
+A server's model also decides whether products of several rows (a batch's decode step, a prompt's prefill)
+read weights packed once (`packing`) or PyTorch's own product packs them at every call: `fused.measured_products`
+times both, in turns, and keeps the faster (`kept_products`, `keep_products`).
+
 The answers are kept in a JSON file (~/.cache/llmperf/numpy-step-layouts.json, or under $LLMPERF_CACHE_DIR),
 keyed by what they depend on: the processor's model name and its vector and matrix flags, NumPy's BLAS with its version
 (and the kernels $OPENBLAS_CORETYPE forces), OpenBLAS's thread count, and each matrix's shape. A new processor,
@@ -95,10 +99,28 @@ def kept(shapes: dict[str, tuple[int, int, bool]]) -> dict[str, str] | None:
 def keep(shapes: dict[str, tuple[int, int, bool]], ways: dict[str, str], seconds: dict[str, dict[str, float]]
          ) -> None:
     """Keep this host's measured ways and their step times; a read-only home only means measuring next time."""
+    _keep({key(name, *shape): {"chosen": ways[name], "step seconds": seconds.get(name, {})}
+           for name, shape in shapes.items()})
+
+
+def products_key(shapes: dict[str, tuple[int, int, bool]]) -> str:
+    """The cache's name for how a model's products of several rows are run (`fused.measured_products`)."""
+    return "several rows: " + ", ".join(key(name, *shape) for name, shape in shapes.items())
+
+
+def kept_products(shapes: dict[str, tuple[int, int, bool]]) -> str | None:
+    """"packed" or "plain", as kept for this host and these matrices, or None if not measured yet."""
+    return _load().get(host_key(), {}).get(products_key(shapes), {}).get("chosen")
+
+
+def keep_products(shapes: dict[str, tuple[int, int, bool]], chosen: str, seconds: dict[str, float]) -> None:
+    """Keep how this host runs these matrices' products of several rows, and what each way was measured at."""
+    _keep({products_key(shapes): {"chosen": chosen, "step seconds": seconds}})
+
+
+def _keep(records: dict[str, dict]) -> None:
     everything = _load()
-    here = everything.setdefault(host_key(), {})
-    for name, shape in shapes.items():
-        here[key(name, *shape)] = {"chosen": ways[name], "step seconds": seconds.get(name, {})}
+    everything.setdefault(host_key(), {}).update(records)
     try:
         cache_file().parent.mkdir(parents=True, exist_ok=True)
         cache_file().write_text(json.dumps(everything, indent=1))
