@@ -1,7 +1,8 @@
 """The serving stack under load: throughput against per-request latency. Printed, never asserted.
 
-Starts `llmperf.serve` in this process (SmolLM2, on 127.0.0.1) once per batching
-policy, continuous and static, and drives it with `llmperf.bench` in a closed
+Starts `python -m llmperf.serve` (SmolLM2, on 127.0.0.1) once per batching
+policy, continuous and static, each as a process of its own as llama-server
+below runs, and drives it with `llmperf.bench` in a closed
 loop at several concurrencies: each of C clients sends its next request (a
 synthetic prompt of --input-len token ids) when its last one ends. Answers
 vary in length as real ones do: each request asks for a number of tokens drawn
@@ -16,9 +17,9 @@ largest concurrency, so at concurrency C up to C sequences decode together.
 The server decodes with the fused model (`llmperf.fast`, as `python -m llmperf.serve` does); --plain serves
 the teaching model instead.
 
-The clients run in the same process as the server and share its processor: on
-a small CPU they take a little time from the engine. --url measures another
-server instead (any OpenAI-compatible one; the policy is then its own).
+The clients run in this process, apart from the server's, but share the processor with it: on a small CPU
+they take a little time from the engine (from either server's alike). --url measures another server instead
+(any OpenAI-compatible one; the policy is then its own).
 
 When llama.cpp's `llama-server` is on PATH or named by $LLAMA_SERVER, the same workload also runs against it,
 with as many slots (-np) as the largest concurrency and the same thread count, on the same SmolLM2 weights in
@@ -48,7 +49,6 @@ from llmperf.bench import run, synthetic_prompts
 from llmperf.device import DTYPES, environment, pick_device
 from llmperf.engine import POLICIES
 from llmperf.metrics import summarize
-from llmperf.serve import background, create_app
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from decode import llama_cpp_f32_gguf, llama_cpp_program  # noqa: E402  (benchmarks/decode.py, beside this one)
@@ -83,32 +83,29 @@ def longest_gap(records) -> float:
     return max((b - a for r in records if r.ok for a, b in zip(r.token_times, r.token_times[1:])), default=0.0)
 
 
-def llama_server() -> str | None:
+def llama_server_binary() -> str | None:
     """llama.cpp's server: $LLAMA_SERVER if set (it must exist), else `llama-server` on PATH, else None."""
     return llama_cpp_program("llama-server", "LLAMA_SERVER")
 
 
 @contextmanager
-def llama_server_running(binary: str, slots: int, context: int, port: int):
-    """llama-server on 127.0.0.1:`port` with `slots` parallel slots of `context` tokens each, PyTorch's thread
-    count, on SmolLM2 in F32; yields its API base URL, and stops it after."""
-    gguf = llama_cpp_f32_gguf(binary)
-    threads = torch.get_num_threads()
-    proc = subprocess.Popen([binary, "-m", str(gguf), "--host", "127.0.0.1", "--port", str(port), "-np", str(slots),
-                             "-c", str(slots * context), "-t", str(threads), "-tb", str(threads)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+def running(command: list[str], port: int, name: str):
+    """`command`, a server, started as a process of its own; waits for its /health on 127.0.0.1:`port` (up to
+    120 s), yields its API base URL, and stops it after."""
+    root = Path(__file__).resolve().parent.parent  # where `python -m llmperf.serve` finds llmperf
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=root)
     try:
         deadline = time.time() + 120
         while True:
             if proc.poll() is not None:
-                raise RuntimeError(f"llama-server exited ({proc.returncode}):\n{proc.stderr.read()[-2000:]}")
+                raise RuntimeError(f"{name} exited ({proc.returncode}):\n{proc.stderr.read()[-2000:]}")
             try:
                 if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
                     break
             except httpx.HTTPError:
                 pass
             if time.time() > deadline:
-                raise RuntimeError("llama-server did not answer /health within 120 s")
+                raise RuntimeError(f"{name} did not answer /health within 120 s")
             time.sleep(0.2)
         yield f"http://127.0.0.1:{port}/v1"
     finally:
@@ -117,6 +114,21 @@ def llama_server_running(binary: str, slots: int, context: int, port: int):
             proc.wait(10)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+def llmperf_serve(policy: str, slots: int, args, port: int) -> list[str]:
+    """The command that starts `python -m llmperf.serve` with `policy` and `slots` sequences at once."""
+    return ([sys.executable, "-m", "llmperf.serve", "--port", str(port), "--max-batch", str(slots), "--context",
+             "1024", "--policy", policy, "--dtype", args.dtype] + (["--device", args.device] if args.device else [])
+            + (["--plain"] if args.plain else []))
+
+
+def llama_server(binary: str, slots: int, context: int, port: int) -> list[str]:
+    """The command that starts llama-server with `slots` parallel slots of `context` tokens each, PyTorch's thread
+    count, on SmolLM2 in F32."""
+    threads = torch.get_num_threads()
+    return [binary, "-m", str(llama_cpp_f32_gguf(binary)), "--host", "127.0.0.1", "--port", str(port), "-np",
+            str(slots), "-c", str(slots * context), "-t", str(threads), "-tb", str(threads)]
 
 
 def main(argv=None) -> int:
@@ -146,7 +158,7 @@ def main(argv=None) -> int:
         p.error(f"--policies must name continuous and/or static, got {args.policies!r}")
 
     try:  # before any work: a wrong $LLAMA_SERVER is said at once
-        binary = llama_server() if args.llama_cpp and not args.url else None
+        binary = llama_server_binary() if args.llama_cpp and not args.url else None
     except FileNotFoundError as e:
         p.error(str(e))
     rows = []
@@ -159,23 +171,22 @@ def main(argv=None) -> int:
         env = {"server": args.url}
         rows += [{"policy": "(server's own)", **measure(args.url, name, c, args)} for c in levels]
     else:
-        from llmperf.weights import load_smollm2
+        from llmperf.config import get_config
 
         device = pick_device(args.device)
-        model, tokenizer = load_smollm2(device, DTYPES[args.dtype])
-        args.vocab = tokenizer.vocab_size
+        args.vocab = get_config("smollm2-135m").vocab_size
         env = environment(device, DTYPES[args.dtype])
         print(env)
         for policy in policies:
-            app = create_app(model, tokenizer, max_batch=max(levels), capacity=1024, policy=policy,
-                             fast=not args.plain)
-            with background(app, port=args.port) as server:
+            port = args.port or free_port()
+            with running(llmperf_serve(policy, max(levels), args, port), port, "llmperf.serve") as url:
                 for c in levels:
-                    rows.append({"policy": policy, **measure(server.url, "smollm2-135m-instruct", c, args)})
+                    rows.append({"policy": policy, **measure(url, "smollm2-135m-instruct", c, args)})
                     print(f"{policy} at concurrency {c}: done", flush=True)
         if binary:
             context = args.input_len + 2 * args.output_len + 16
-            with llama_server_running(binary, max(levels), context, args.port or free_port()) as url:
+            port = args.port or free_port()
+            with running(llama_server(binary, max(levels), context, port), port, "llama-server") as url:
                 name = httpx.get(f"{url}/models", timeout=10).json()["data"][0]["id"]
                 for c in levels:
                     rows.append({"policy": "llama-server", **measure(url, name, c, args)})

@@ -467,3 +467,24 @@ def test_metrics_gauges_while_requests_run(tiny):
     assert f'vllm:kv_cache_usage_perc{{model_name="tiny"}} {7 / 256}' in text
     assert 'vllm:prompt_tokens_total{model_name="tiny"} 5.0' in text
     assert 'vllm:generation_tokens_total{model_name="tiny"} 4.0' in text
+
+
+def test_python_m_llmperf_serve_refuses_a_context_too_long_before_loading_the_model(capsys, monkeypatch):
+    from llmperf import weights
+    from llmperf.serve.__main__ import main
+
+    monkeypatch.setattr(weights, "load_smollm2", lambda *a: pytest.fail("loaded the model before checking"))
+    with pytest.raises(SystemExit):
+        main(["--context", "100000"])
+    assert "--context must lie in 2..8192" in capsys.readouterr().err
+
+
+def test_work_in_a_passing_thread_returns_or_raises_as_if_called_here():
+    import threading
+
+    from llmperf.serve.worker import in_passing_thread
+
+    assert in_passing_thread(lambda: threading.current_thread().name) == "llmperf-setup"
+    with pytest.raises(ZeroDivisionError):
+        in_passing_thread(lambda: 1 / 0)
+    assert not any(t.name == "llmperf-setup" for t in threading.enumerate())  # it ended, its thread pool with it

@@ -8,9 +8,11 @@ import sys
 from ..engine import POLICIES
 from . import __doc__ as DOC
 from .server import create_app, serve
+from .worker import in_passing_thread
 
 
 def main(argv=None) -> int:
+    from ..config import get_config
     from ..device import DTYPES, describe, pick_device
     from ..weights import load_smollm2
 
@@ -32,11 +34,16 @@ def main(argv=None) -> int:
         device = pick_device(args.device)
     except (RuntimeError, ValueError) as e:
         p.error(str(e))
-    model, tokenizer = load_smollm2(device, DTYPES[args.dtype])
-    if not 1 < args.context <= model.cfg.max_seq_len:
-        p.error(f"--context must lie in 2..{model.cfg.max_seq_len}")
-    app = create_app(model, tokenizer, max_batch=args.max_batch, capacity=args.context, policy=args.policy,
-                     max_queue=args.max_queue, fast=not args.plain)
+    model_cfg = get_config("smollm2-135m")
+    if not 1 < args.context <= model_cfg.max_seq_len:
+        p.error(f"--context must lie in 2..{model_cfg.max_seq_len}")
+
+    def prepare():  # PyTorch's parallel work in a thread that ends with it: see `worker.in_passing_thread`
+        model, tokenizer = load_smollm2(device, DTYPES[args.dtype])
+        return create_app(model, tokenizer, max_batch=args.max_batch, capacity=args.context, policy=args.policy,
+                          max_queue=args.max_queue, fast=not args.plain)
+
+    app = in_passing_thread(prepare)
     print(describe(device, DTYPES[args.dtype]))
     print(f"Serving smollm2-135m-instruct at http://{args.host}:{args.port}/v1 "
           f"({args.policy} batching, up to {args.max_batch} at once, {'plain' if args.plain else 'fused'} model). "
