@@ -324,8 +324,8 @@ def main(argv=None) -> int:
             print(f"{d}: llmperf fused is {by['llmperf fused']['tokens_per_s'] / by['llama.cpp F32']['tokens_per_s']:.2f}x "
                   f"llama.cpp F32's tokens/s, in the rows above")
             if ratios:
-                print(f"{d}: in {len(ratios)} back-to-back pairs, llmperf fused made {statistics.median(ratios):.2f}x "
-                      f"llama.cpp F32's tokens/s (median; from {min(ratios):.2f}x to {max(ratios):.2f}x)")
+                print(f"{d}: in {len(ratios)} back-to-back pairs, llmperf fused made {statistics.median(ratios):.3f}x "
+                      f"llama.cpp F32's tokens/s (median; from {min(ratios):.3f}x to {max(ratios):.3f}x)")
         if "transformers" in by:
             print(f"{d}: llmperf fused is {by['llmperf fused']['tokens_per_s'] / by['transformers']['tokens_per_s']:.2f}x "
                   f"transformers' tokens/s (plain: {by['llmperf plain']['tokens_per_s'] / by['transformers']['tokens_per_s']:.2f}x)")

@@ -2,7 +2,7 @@
 
 Starts `python -m llmperf.serve` (SmolLM2, on 127.0.0.1) once per batching
 policy, continuous and static, each as a process of its own as llama-server
-below runs, and drives it with `llmperf.bench` in a closed
+below runs, and drives them with `llmperf.bench` in a closed
 loop at several concurrencies: each of C clients sends its next request (a
 synthetic prompt of --input-len token ids) when its last one ends. Answers
 vary in length as real ones do: each request asks for a number of tokens drawn
@@ -26,7 +26,11 @@ with as many slots (-np) as the largest concurrency and the same thread count, o
 llama.cpp's own F32 file (made by the `llama-quantize` beside it, as benchmarks/decode.py makes it), and the
 table gains its rows.
 
-    python benchmarks/serving.py [--concurrency 1,4,8,16] [--json serving.json]
+A shared machine's speed drifts by more than two servers differ, from one minute to the next. So all the
+servers run at once (idle but one) and take turns at each concurrency, --rounds times (in the reverse order
+every other round); a row is the median round's run, and the ratio to llama-server the median of the rounds'.
+
+    python benchmarks/serving.py [--concurrency 1,4,8,16] [--rounds 3] [--json serving.json]
 """
 
 from __future__ import annotations
@@ -37,9 +41,10 @@ import asyncio
 import json
 import random
 import subprocess
+import statistics
 import sys
 import time
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import httpx
@@ -62,11 +67,13 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def measure(url: str, model_name: str, concurrency: int, args) -> dict:
-    """One closed-loop run at `concurrency`; its summary as a table row."""
+def measure(url: str, model_name: str, concurrency: int, args, round_: int = 0) -> dict:
+    """One closed-loop run at `concurrency`; its summary as a table row. Each round draws other prompts (the
+    same for every server), so that no server answers a prompt it has seen (llama-server keeps prompts' keys)."""
     n = max(args.min_requests, 3 * concurrency)
-    prompts = synthetic_prompts(n, args.input_len, vocab=args.vocab, seed=concurrency)
-    draw = random.Random(concurrency)
+    seed = 1000 * round_ + concurrency
+    prompts = synthetic_prompts(n, args.input_len, vocab=args.vocab, seed=seed)
+    draw = random.Random(seed)
     lengths = [draw.randint(1, 2 * args.output_len - 1) for _ in range(n)]
     records = asyncio.run(run(url, model_name, prompts, lengths, concurrency=concurrency, show_progress=False))
     s = summarize(records)
@@ -131,6 +138,35 @@ def llama_server(binary: str, slots: int, context: int, port: int) -> list[str]:
             str(slots), "-c", str(slots * context), "-t", str(threads), "-tb", str(threads)]
 
 
+def compare(commands: dict, levels: list[int], args) -> tuple[list[dict], dict[int, list[float]]]:
+    """Start every server in `commands` ({name: (command, port, what)}) at once, then at each concurrency run
+    each of them `args.rounds` times, taking turns (in the reverse order every other round), so that a machine
+    whose speed drifts from one minute to the next treats them alike. Returns the rows (per server and
+    concurrency, the run of median tokens/s) and, per concurrency, continuous batching's tokens/s over
+    llama-server's in each round."""
+    runs: dict[tuple[str, int], list[dict]] = {}
+    ratios: dict[int, list[float]] = {c: [] for c in levels}
+    with ExitStack() as stack:
+        urls = {name: stack.enter_context(running(*command)) for name, command in commands.items()}
+        names = {name: httpx.get(f"{url}/models", timeout=10).json()["data"][0]["id"] for name, url in urls.items()}
+        for c in levels:
+            for round_ in range(args.rounds):
+                order = list(urls) if round_ % 2 == 0 else list(urls)[::-1]
+                got = {name: measure(urls[name], names[name], c, args, round_) for name in order}
+                for name, row in got.items():
+                    runs.setdefault((name, c), []).append(row)
+                if {"continuous", "llama-server"} <= set(got):
+                    ratios[c].append(got["continuous"]["output_tokens_per_s"]
+                                     / got["llama-server"]["output_tokens_per_s"])
+            print(f"concurrency {c}: done", flush=True)
+    rows = []
+    for name in commands:
+        for c in levels:
+            ranked = sorted(runs[name, c], key=lambda r: r["output_tokens_per_s"])
+            rows.append({"policy": name, **ranked[len(ranked) // 2]})
+    return rows, ratios
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--concurrency", default="1,4,8,16", help="comma-separated client counts")
@@ -144,6 +180,7 @@ def main(argv=None) -> int:
     p.add_argument("--url", default=None, help="measure this server instead of starting one")
     p.add_argument("--json", default=None)
     p.add_argument("--plain", action="store_true", help="serve the plain teaching model, not the fused one")
+    p.add_argument("--rounds", type=int, default=1, help="runs of each server at each concurrency, taking turns")
     p.add_argument("--no-llama-cpp", dest="llama_cpp", action="store_false",
                    help="leave out llama-server even when it is there")
     args = p.parse_args(argv)
@@ -152,8 +189,9 @@ def main(argv=None) -> int:
     except ValueError:
         p.error(f"--concurrency must be comma-separated integers, got {args.concurrency!r}")
     policies = [x.strip() for x in args.policies.split(",")]
-    if min(levels) < 1 or args.input_len < 1 or args.output_len < 2 or args.min_requests < 1:
-        p.error("need concurrencies >= 1, --input-len >= 1, --output-len >= 2 and --min-requests >= 1")
+    if min(levels) < 1 or args.input_len < 1 or args.output_len < 2 or args.min_requests < 1 or args.rounds < 1:
+        p.error("need concurrencies >= 1, --input-len >= 1, --output-len >= 2, --min-requests >= 1 and "
+                "--rounds >= 1")
     if any(x not in POLICIES for x in policies):
         p.error(f"--policies must name continuous and/or static, got {args.policies!r}")
 
@@ -170,6 +208,7 @@ def main(argv=None) -> int:
         args.vocab = 32_000
         env = {"server": args.url}
         rows += [{"policy": "(server's own)", **measure(args.url, name, c, args)} for c in levels]
+        ratios = {}
     else:
         from llmperf.config import get_config
 
@@ -177,24 +216,19 @@ def main(argv=None) -> int:
         args.vocab = get_config("smollm2-135m").vocab_size
         env = environment(device, DTYPES[args.dtype])
         print(env)
+        commands = {}
+        ports = iter([args.port or free_port()] + [free_port() for _ in range(len(policies))])  # --port: the first's
         for policy in policies:
-            port = args.port or free_port()
-            with running(llmperf_serve(policy, max(levels), args, port), port, "llmperf.serve") as url:
-                for c in levels:
-                    rows.append({"policy": policy, **measure(url, "smollm2-135m-instruct", c, args)})
-                    print(f"{policy} at concurrency {c}: done", flush=True)
+            port = next(ports)
+            commands[policy] = (llmperf_serve(policy, max(levels), args, port), port, "llmperf.serve")
         if binary:
             context = args.input_len + 2 * args.output_len + 16
-            port = args.port or free_port()
-            with running(llama_server(binary, max(levels), context, port), port, "llama-server") as url:
-                name = httpx.get(f"{url}/models", timeout=10).json()["data"][0]["id"]
-                for c in levels:
-                    rows.append({"policy": "llama-server", **measure(url, name, c, args)})
-                    print(f"llama-server at concurrency {c}: done", flush=True)
+            port = next(ports)
+            commands["llama-server"] = (llama_server(binary, max(levels), context, port), port, "llama-server")
         elif args.llama_cpp:
             print("llama.cpp: no llama-server on PATH and $LLAMA_SERVER unset, so no llama.cpp rows (book/"
                   "benchmarks.md, \"llama.cpp beside it\", builds one).")
-
+        rows, ratios = compare(commands, levels, args)
     print(f"\nclosed loop, {args.input_len}-token prompts, 1 to {2 * args.output_len - 1} new tokens each")
     print(f"{'policy':<15} {'clients':>7} {'tokens/s':>9} {'per user':>9} {'TTFT p50':>9} {'p99':>8} "
           f"{'TPOT p50':>9} {'p99':>8} {'E2E p50':>8} {'stall':>7}  (ms)")
@@ -203,15 +237,19 @@ def main(argv=None) -> int:
               f"{r['per_user_tokens_per_s']:>9.1f} {r['ttft_p50_ms']:>9.0f} {r['ttft_p99_ms']:>8.0f} "
               f"{r['tpot_p50_ms']:>9.1f} {r['tpot_p99_ms']:>8.1f} {r['e2e_p50_ms']:>8.0f} {r['longest_gap_ms']:>7.0f}")
     print("stall: the longest wait between two tokens of any request (a newcomer's prefill between two decode steps)")
-    by = {(r["policy"], r["concurrency"]): r["output_tokens_per_s"] for r in rows}
-    for c in levels:
-        if ("llama-server", c) in by and ("continuous", c) in by:
-            ratio = by["continuous", c] / by["llama-server", c]
+    if any(len(r) for r in ratios.values()):
+        print(f"rows: the median of {args.rounds} round{'s' if args.rounds > 1 else ''} by tokens/s; the servers "
+              "took turns, one run each per round")
+    for c, paired in ratios.items():
+        if paired:
             clients = f"{c} client{'s' if c > 1 else ''}"
-            print(f"at {clients}: llmperf.serve made {ratio:.2f}x llama-server's output tokens/s")
+            spread = f" (median of {len(paired)} rounds: {min(paired):.2f}x to {max(paired):.2f}x)" if len(
+                paired) > 1 else ""
+            print(f"at {clients}: llmperf.serve made {statistics.median(paired):.2f}x llama-server's output "
+                  f"tokens/s{spread}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"environment": env, "rows": rows}, f, indent=2)
+            json.dump({"environment": env, "rows": rows, "continuous_over_llama_server": ratios}, f, indent=2)
         print(f"wrote {args.json}")
     return 0
 

@@ -1,6 +1,7 @@
 """The decode benchmark runs end to end and writes the table it prints (its times are not asserted)."""
 
 import importlib.util
+import argparse
 import json
 import pathlib
 
@@ -160,8 +161,38 @@ def test_the_longest_gap_is_the_longest_wait_between_two_tokens():
     assert serving.longest_gap(records[1:]) == 0.0
 
 
+def test_the_servers_take_turns_and_each_round_is_paired(monkeypatch):
+    from contextlib import contextmanager
+
+    serving, order = load_serving(), []
+
+    @contextmanager
+    def running(command, port, what):
+        yield f"http://{command[0]}/v1"
+
+    def measure(url, name, c, args, round_):
+        order.append((url.split("/")[2], c, round_))
+        speed = {"continuous": 10.0 + round_, "llama-server": 5.0}[url.split("/")[2]]  # drifts, one server only
+        return {"concurrency": c, "output_tokens_per_s": speed}
+
+    class Models:
+        def json(self):
+            return {"data": [{"id": "m"}]}
+
+    monkeypatch.setattr(serving, "running", running)
+    monkeypatch.setattr(serving, "measure", measure)
+    monkeypatch.setattr(serving.httpx, "get", lambda *a, **k: Models())
+    commands = {name: ([name], 0, name) for name in ("continuous", "llama-server")}
+    rows, ratios = serving.compare(commands, [1, 4], argparse.Namespace(rounds=3))
+    assert order[:6] == [("continuous", 1, 0), ("llama-server", 1, 0), ("llama-server", 1, 1),
+                         ("continuous", 1, 1), ("continuous", 1, 2), ("llama-server", 1, 2)]  # turns, reversed
+    assert ratios == {1: [2.0, 2.2, 2.4], 4: [2.0, 2.2, 2.4]}  # each round's own pair
+    assert [(r["policy"], r["concurrency"], r["output_tokens_per_s"]) for r in rows] == [
+        ("continuous", 1, 11.0), ("continuous", 4, 11.0), ("llama-server", 1, 5.0), ("llama-server", 4, 5.0)]
+
+
 @pytest.mark.parametrize("argv", [["--concurrency", "1,x"], ["--concurrency", "0"], ["--policies", "fifo"],
-                                  ["--output-len", "1"]])
+                                  ["--output-len", "1"], ["--rounds", "0"]])
 def test_serving_benchmark_rejects_bad_arguments(argv, capsys):
     with pytest.raises(SystemExit):
         load_serving().main(argv)
