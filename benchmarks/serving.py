@@ -43,6 +43,7 @@ import random
 import subprocess
 import statistics
 import sys
+import tempfile
 import time
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -100,12 +101,16 @@ def running(command: list[str], port: int, name: str):
     """`command`, a server, started as a process of its own; waits for its /health on 127.0.0.1:`port` (up to
     120 s), yields its API base URL, and stops it after."""
     root = Path(__file__).resolve().parent.parent  # where `python -m llmperf.serve` finds llmperf
-    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=root)
+    # Its log goes to a file, not a pipe: a pipe nobody reads fills up, and a server that logs every request
+    # (llama-server does) then blocks on its next line, mid-run.
+    log = tempfile.TemporaryFile("w+")
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log, text=True, cwd=root)
     try:
         deadline = time.time() + 120
         while True:
             if proc.poll() is not None:
-                raise RuntimeError(f"{name} exited ({proc.returncode}):\n{proc.stderr.read()[-2000:]}")
+                log.seek(0)
+                raise RuntimeError(f"{name} exited ({proc.returncode}):\n{log.read()[-2000:]}")
             try:
                 if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
                     break
@@ -121,6 +126,7 @@ def running(command: list[str], port: int, name: str):
             proc.wait(10)
         except subprocess.TimeoutExpired:
             proc.kill()
+        log.close()
 
 
 def llmperf_serve(policy: str, slots: int, args, port: int) -> list[str]:
