@@ -484,7 +484,7 @@ def test_work_in_a_passing_thread_returns_or_raises_as_if_called_here():
 
     from llmperf.serve.worker import in_passing_thread
 
-    assert in_passing_thread(lambda: threading.current_thread().name) == "llmperf-setup"
+    assert in_passing_thread(lambda: threading.current_thread().name) == "llmperf-setup_0"
     with pytest.raises(ZeroDivisionError):
         in_passing_thread(lambda: 1 / 0)
-    assert not any(t.name == "llmperf-setup" for t in threading.enumerate())  # it ended, its thread pool with it
+    assert not any(t.name == "llmperf-setup_0" for t in threading.enumerate())  # it ended, its thread pool with it

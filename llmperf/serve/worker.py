@@ -17,8 +17,8 @@ The engine's PyTorch work (a newcomer's prefill, a batch's products) is parallel
 libgomp, in PyTorch's Linux wheels), which keeps a pool of threads for each thread that starts such work. Once
 a process has more of those threads than cores, libgomp stops letting them spin between two pieces of work:
 each one must then be woken, every time. A model loaded in the main thread leaves a pool there, and the engine
-thread builds a second: on a 2-core host a 32-token prefill took 74 ms in the engine thread instead of 56 ms,
-and a 4-row decode step 43 ms instead of 33 ms. So `python -m llmperf.serve` loads and prepares the model in
+thread builds a second, which made its prefills and batch steps a third slower on a 2-core host (book/
+benchmarks.md, "Fourth round", has the figures). So `python -m llmperf.serve` loads and prepares the model in
 a thread that ends when it is done (`in_passing_thread`), and its pool ends with it. A server started from a
 notebook or a test, whose main thread has already run PyTorch, pays the difference.
 """
@@ -29,6 +29,7 @@ import asyncio
 import logging
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 from .. import params
 from ..engine import Engine, Request
@@ -160,20 +161,8 @@ def in_passing_thread(work: Callable[[], object]) -> object:
     """Run `work()` in a thread of its own and return what it returns (or raise what it raised). The thread ends
     with it, and so does the OpenMP thread pool its PyTorch work built, which would otherwise slow the engine
     thread's (this module's docstring)."""
-    done: dict = {}
-
-    def run():
-        try:
-            done["result"] = work()
-        except BaseException as e:  # handed to the caller, who sees it as if it had called work() itself
-            done["error"] = e
-
-    thread = threading.Thread(target=run, name="llmperf-setup")
-    thread.start()
-    thread.join()
-    if "error" in done:
-        raise done["error"]
-    return done["result"]
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="llmperf-setup") as one:
+        return one.submit(work).result()  # leaving the block ends the thread
 
 
 def _put(loop: asyncio.AbstractEventLoop, queue: asyncio.Queue, item) -> None:
