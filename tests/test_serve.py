@@ -211,13 +211,15 @@ def test_a_full_queue_answers_503_at_once(smollm2):
 
 def test_stop_strings_cut_the_answer_and_free_the_slot(server):
     url, app = server
-    body = {"model": NAME, "prompt": "The sky is", "max_tokens": 12, "temperature": 0}
+    body = {"model": NAME, "prompt": "The sky is", "max_tokens": 12, "temperature": 0, "ignore_eos": True}
     full = httpx.post(f"{url}/v1/completions", json=body).json()["choices"][0]["text"]
     assert len(full) >= 6, full
     stop = full[3:6]
     before = app.state.engine.finished["cancelled"]
     for stream in (False, True):
-        r = httpx.post(f"{url}/v1/completions", json={**body, "stop": [stop], "stream": stream})
+        # 240 tokens: the engine is still generating when the server sees the stop string a few tokens in, so its
+        # request must be cancelled (with max_tokens=12 the tiny model could finish first, and the count would race)
+        r = httpx.post(f"{url}/v1/completions", json={**body, "max_tokens": 240, "stop": [stop], "stream": stream})
         if stream:
             events = [json.loads(line[6:]) for line in r.text.splitlines()
                       if line.startswith("data: ") and line != "data: [DONE]"]
