@@ -4,7 +4,7 @@ this host, kept per host, and the model computes the same function whichever is 
 import pytest
 import torch
 
-from llmperf.fast import fuse, packing, tuning
+from llmperf.fast import fuse, numpy_step, packing, tuning
 from llmperf.fast.fused import matrices
 from llmperf.generation import new_cache
 from tests.test_model import cached_logits
@@ -106,7 +106,7 @@ def test_packing_follows_the_measurement_and_is_kept_per_host(tiny, monkeypatch)
     monkeypatch.setattr(tuning, "time_in_step", faster("packed", calls))
     fast = fuse(tiny, pack=True)
     assert all(layer.packed is not None for layer in fast.linears()) and ["packed", "plain"] in calls
-    assert tuning.kept_products(matrices(tiny)) == "packed"
+    assert tuning.kept_choice(tuning.PRODUCTS, matrices(tiny)) == "packed"
     measured = len(calls)
     monkeypatch.setattr(tuning, "time_in_step", faster("plain", calls))
     assert fuse(tiny, pack=True).output.packed is not None and len(calls) == measured  # kept: not measured again
@@ -141,3 +141,26 @@ def test_without_onednn_nothing_is_packed_or_measured(tiny, monkeypatch):
     monkeypatch.setattr(tuning, "time_in_step", faster("packed", calls))
     assert all(layer.packed is None for layer in fuse(tiny, pack=True).linears()) and calls == [[
         "input-major", "output-major"]] * 5  # the layouts only
+
+
+@needs_onednn
+@pytest.mark.parametrize("rows", [3, 4])
+def test_a_batch_steps_products_get_the_fewest_rows_measured_and_the_same_answer(tiny, rows, monkeypatch):
+    """Where a two-row step measured fastest with its products given `rows` rows, a batch of two is padded so
+    (and kept per host); the zero rows change no logit and no key."""
+    calls = []
+    monkeypatch.setattr(tuning, "time_in_step", faster(f"{rows} rows", calls))
+    fast = fuse(tiny, pack=True)
+    assert ["2 rows", "3 rows", "4 rows"] in calls and fast.numpy_step.fewest_rows == rows
+    assert tuning.kept_choice(tuning.FEWEST_ROWS, matrices(tiny)) == rows and "fewest rows: wqkv 128x64" in tuning.report()
+    given, product = [], numpy_step.product
+    monkeypatch.setattr(numpy_step, "product", lambda x, layer: given.append(len(x)) or product(x, layer))
+    caches = [new_cache(tiny, 2, 8), new_cache(tiny, 2, 8)]
+    with torch.inference_mode():
+        plain = tiny(torch.tensor([[3], [5]]), torch.tensor([[0], [1]]), caches[0])
+        padded = fast(torch.tensor([[3], [5]]), torch.tensor([[0], [1]]), caches[1])
+    assert len(given) == 4 * tiny.cfg.n_layers + 1 and set(given) == {rows}  # every product was given `rows` rows
+    assert torch.allclose(padded, plain, atol=1e-5) and torch.allclose(caches[1].k, caches[0].k, atol=1e-6)
+    monkeypatch.setattr(tuning, "time_in_step", faster("2 rows", calls))
+    monkeypatch.setattr(tuning, "host_key", lambda: "another processor | another BLAS | 2 threads")
+    assert fuse(tiny, pack=True).numpy_step.fewest_rows == 1  # two rows measured fastest: no padding

@@ -490,3 +490,20 @@ def test_work_in_a_passing_thread_returns_or_raises_as_if_called_here():
     with pytest.raises(ZeroDivisionError):
         in_passing_thread(lambda: 1 / 0)
     assert not any(t.name == "llmperf-setup_0" for t in threading.enumerate())  # it ended, its thread pool with it
+
+
+def test_servers_of_one_model_share_its_fused_model_while_it_lives(smollm2):
+    """A notebook starts several servers of one model: they fuse and pack it once (`worker.served_model`)."""
+    import gc
+
+    from llmperf.serve import worker
+
+    _, tokenizer = smollm2
+    model = small_model(tokenizer)
+    first, second = (create_app(model, tokenizer, model_name=NAME, capacity=256) for _ in range(2))
+    assert first.state.engine.model is second.state.engine.model is worker.served_model(model)
+    assert create_app(small_model(tokenizer), tokenizer, capacity=256).state.engine.model is not first.state.engine.model
+    kept = len(worker._FUSED)
+    del model, first, second
+    gc.collect()
+    assert len(worker._FUSED) < kept  # the model gone, its fused model is not kept alive

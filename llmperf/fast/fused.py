@@ -111,8 +111,31 @@ def measured_products(fused: "FusedTransformer", packs: dict) -> str:
     seconds = tuning.time_in_step(work, install, {"plain": "plain", "packed": "packed"}, None)
     chosen = min(seconds, key=seconds.get)
     install(chosen)
-    tuning.keep_products(matrices(fused), chosen, seconds)
+    tuning.keep_choice(tuning.PRODUCTS, matrices(fused), chosen, seconds)
     return chosen
+
+
+@torch.no_grad()
+def measured_fewest_rows(fused: "FusedTransformer", choices=(2, 3, 4)) -> int:
+    """Measure the fewest rows for a batch step's products on this host: a decode step of 2 sequences with its
+    products given 2, 3 or 4 rows (`NumpyDecodeStep.product` appends zero rows), in turns
+    (`tuning.time_in_step`); keep the fastest and return it (as `fewest_rows`, 1 when two rows won: no padding)."""
+    from ..generation import new_cache
+
+    step = fused.numpy_step
+
+    def two_rows(token, pos, cache):
+        step.batch([token] * 2, [pos] * 2, cache)
+
+    def give(rows):
+        step.fewest_rows = rows
+
+    seconds = tuning.time_in_step(two_rows, give, {f"{r} rows": r for r in choices}, new_cache(fused, 2, 64))
+    rows = int(min(seconds, key=seconds.get).split()[0])
+    rows = 1 if rows == 2 else rows
+    give(rows)
+    tuning.keep_choice(tuning.FEWEST_ROWS, matrices(fused), rows, seconds)
+    return rows
 
 
 def step_array(name: str, weight: torch.Tensor, padded: torch.Tensor | None):
@@ -210,17 +233,20 @@ class FusedTransformer(Transformer):
     @torch.no_grad()
     def pack(self) -> bool:
         """Pack every weight for products of several rows (`packing`), if oneDNN is here and this host multiplies
-        several rows faster so (`measured_products`: measured once, kept). Returns whether it packed."""
+        several rows faster so (`measured_products`: measured once, kept), and give a batch step's products the
+        fewest rows this host multiplies fastest (`measured_fewest_rows`, kept too). Returns whether it packed."""
         if self.numpy_step is None or not packing.available():
             return False
-        chosen = tuning.kept_products(matrices(self))
-        if chosen == "plain":
-            return False
-        packs = {layer: packing.pack(layer.weight) for layer in self.linears()}
+        chosen = tuning.kept_choice(tuning.PRODUCTS, matrices(self))
+        packs = {} if chosen == "plain" else {layer: packing.pack(layer.weight) for layer in self.linears()}
         if chosen is None:
             chosen = measured_products(self, packs)
         for layer, pack in packs.items():
             layer.packed = pack if chosen == "packed" else None
+        rows = tuning.kept_choice(tuning.FEWEST_ROWS, matrices(self))
+        if rows is None:
+            rows = measured_fewest_rows(self)
+        self.numpy_step.fewest_rows = rows
         return chosen == "packed"
 
     def runs_in_numpy(self, tokens: torch.Tensor, input_pos, cache) -> bool:

@@ -54,6 +54,7 @@ class NumpyDecodeStep:
         self.batch_layers = [(b.attention.wqkv, b.attention.wo, b.feed_forward.w13, b.feed_forward.w2)
                              for b in model.layers]
         self.batch_head = model.output
+        self.fewest_rows = 1  # a batch's products get zero rows up to this many (`product`; measured by the server)
         half = cfg.head_dim // 2
         # RoPE's rotate-half, out = x·cos + [-x₂, x₁]·sin, as x·cos + swap(x)·sin_signed: each head's two halves
         # swapped by a view, and the sign folded into a copy of the sine table (max_seq_len, 2, hd/2).
@@ -135,8 +136,11 @@ class NumpyDecodeStep:
         cfg = self.cfg
         H, Hkv, hd = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
         keys, values = cache.k.numpy(), cache.v.numpy()  # (L, B, Hkv, capacity, hd): the cache's own memory
-        positions = [int(p) for p in positions]
-        B = len(positions)
+        positions = np.asarray([int(p) for p in positions])  # (B,)
+        B, T = len(positions), int(positions.max()) + 1  # T: the longest row's positions, 0..T-1
+        rows = np.arange(B)
+        # -inf on the keys after each row's own position, 0 elsewhere: (B, 1, 1, T), added to each row's scores
+        later = np.where(np.arange(T) > positions[:, None], np.float32(-np.inf), np.float32(0))[:, None, None, :]
         cos, sin = self.cos[positions][:, None], self.sin_signed[positions][:, None]  # (B, 1, 2, hd/2) each
         x = self.embedding[np.asarray(tokens)]  # (B, d), a copy
         lap(OTHER)
@@ -144,22 +148,21 @@ class NumpyDecodeStep:
             wqkv, wo, w13, w2 = self.batch_layers[i]
             h = self.rms_rows(x, norm1)
             lap(NORMS)
-            qkv = product(h, wqkv)  # (B, d) × (d, (H + 2·Hkv)·hd): every row's q, k and v
+            qkv = self.product(h, wqkv)  # (B, d) × (d, (H + 2·Hkv)·hd): every row's q, k and v
             lap(PROJECTIONS)
             qk = qkv[:, :(H + Hkv) * hd].reshape(B, H + Hkv, 2, hd // 2)  # each row's q and k heads, as halves
             qk = qk * cos + qk[:, :, ::-1] * sin  # RoPE, each row at its own position, (B, H + Hkv, 2, hd/2)
             lap(OTHER)
-            y = np.empty((B, H * hd), np.float32)
-            for b, pos in enumerate(positions):
-                keys[i, b, :, pos] = qk[b, H:].reshape(Hkv, hd)  # (Hkv, hd) into sequence b's cache at pos
-                values[i, b, :, pos] = qkv[b, (H + Hkv) * hd:].reshape(Hkv, hd)
-                y[b] = self.attend(qk[b, :H], keys[i, b, :, :pos + 1], values[i, b, :, :pos + 1])
+            keys[i, rows, :, positions] = qk[:, H:].reshape(B, Hkv, hd)  # each row's (Hkv, hd) at its position
+            values[i, rows, :, positions] = qkv[:, (H + Hkv) * hd:].reshape(B, Hkv, hd)
+            lap(KV_WRITE)
+            y = self.attend_rows(qk[:, :H], keys[i, :B, :, :T], values[i, :B, :, :T], later)  # (B, H·hd)
             lap(ATTENTION)
-            x = x + product(y, wo)  # the residual, (B, d)
+            x = x + self.product(y, wo)  # the residual, (B, d)
             lap(PROJECTIONS)
             h = self.rms_rows(x, norm2)
             lap(NORMS)
-            gate_up = product(h, w13)  # (B, d) × (d, 2·d_ff)
+            gate_up = self.product(h, w13)  # (B, d) × (d, 2·d_ff)
             lap(PROJECTIONS)
             gate, up = gate_up[:, :cfg.d_ff], gate_up[:, cfg.d_ff:]
             act = np.exp(-gate)
@@ -167,13 +170,42 @@ class NumpyDecodeStep:
             np.divide(gate, act, out=act)  # SiLU: gate / (1 + e^-gate)
             act *= up
             lap(OTHER)
-            x = x + product(act, w2)  # (B, d_ff) × (d_ff, d)
+            x = x + self.product(act, w2)  # (B, d_ff) × (d_ff, d)
             lap(PROJECTIONS)
         h = self.rms_rows(x, self.norm)
         lap(NORMS)
-        logits = product(h, self.batch_head)  # (B, d) × (d, vocab)
+        logits = self.product(h, self.batch_head)  # (B, d) × (d, vocab)
         lap(LM_HEAD)
         return logits
+
+    def attend_rows(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, later: np.ndarray) -> np.ndarray:
+        """`attend` for B sequences at once, each for its one new token at its own position: q (B, H, 2, hd/2) as
+        RoPE left it; k and v (B, Hkv, T, hd), every sequence's keys and values up to the longest one's; `later`
+        (B, 1, 1, T) is -inf on each row's keys beyond its own position, which it must not see (another request's
+        leftovers, or nothing yet), 0 elsewhere: added to the scores, it makes their weights exp(-inf) = 0.
+        Returns (B, H·hd).
+        A few batched products per layer instead of a few per row: the rows' extra keys cost less than a Python
+        loop over the rows did."""
+        B, Hkv, _, hd = k.shape
+        q = q.reshape(B, Hkv, -1, hd)  # each row's key/value heads' groups of query heads, (B, Hkv, G, hd)
+        scores = np.matmul(q, k.transpose(0, 1, 3, 2))  # (B, Hkv, G, T)
+        scores += later
+        scores -= scores.max(axis=-1, keepdims=True)  # every row has position 0, so its max is finite
+        scores *= self.scale
+        weights = np.exp(scores, out=scores)
+        y = np.matmul(weights, v)  # (B, Hkv, G, hd)
+        y /= weights.sum(axis=-1, keepdims=True)
+        return y.reshape(B, -1)
+
+    def product(self, x: np.ndarray, layer: torch.nn.Module) -> np.ndarray:
+        """`product(x, layer)`, x given zero rows up to `fewest_rows` first and the answer cut back to x's rows: a
+        library's product of two rows can take longer than one of four, which reads the weight no more often
+        (`fused.measured_fewest_rows` decides, on this host). The zero rows' outputs are zero and thrown away."""
+        if len(x) >= self.fewest_rows:
+            return product(x, layer)
+        padded = np.zeros((self.fewest_rows, x.shape[1]), np.float32)
+        padded[:len(x)] = x
+        return product(padded, layer)[:len(x)]
 
     def rms_rows(self, x: np.ndarray, weight: np.ndarray) -> np.ndarray:
         """`rms_norm` of each row of x, (B, d)."""

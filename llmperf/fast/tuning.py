@@ -15,7 +15,10 @@ one shape, did not predict the step: on one host it chose layouts 3 % slower the
 
 A server's model also decides whether products of several rows (a batch's decode step, a prompt's prefill)
 read weights packed once (`packing`) or PyTorch's own product packs them at every call: `fused.measured_products`
-times both, in turns, and keeps the faster (`kept_products`, `keep_products`).
+times both, in turns, and keeps the faster (`kept_choice(PRODUCTS, ...)`, `keep_choice`). And a product of two rows can take
+longer than one of three or four (a library's kernel for few rows is not its best): `fused.measured_fewest_rows`
+times a two-row step with its products given 2, 3 and 4 rows (zero rows appended) and keeps the fastest
+(`kept_choice(FEWEST_ROWS, ...)`).
 
 The answers are kept in a JSON file (~/.cache/llmperf/numpy-step-layouts.json, or under $LLMPERF_CACHE_DIR),
 keyed by what they depend on: the processor's model name and its vector and matrix flags, NumPy's BLAS with its version
@@ -103,19 +106,25 @@ def keep(shapes: dict[str, tuple[int, int, bool]], ways: dict[str, str], seconds
            for name, shape in shapes.items()})
 
 
-def products_key(shapes: dict[str, tuple[int, int, bool]]) -> str:
-    """The cache's name for how a model's products of several rows are run (`fused.measured_products`)."""
-    return "several rows: " + ", ".join(key(name, *shape) for name, shape in shapes.items())
+PRODUCTS, FEWEST_ROWS = "several rows", "fewest rows"
+"""What `kept_choice` and `keep_choice` keep for a model's matrices: how products of several rows are run
+("packed" or "plain", `fused.measured_products`), and the fewest rows a batch step's products are given
+(`fused.measured_fewest_rows`)."""
 
 
-def kept_products(shapes: dict[str, tuple[int, int, bool]]) -> str | None:
-    """"packed" or "plain", as kept for this host and these matrices, or None if not measured yet."""
-    return _load().get(host_key(), {}).get(products_key(shapes), {}).get("chosen")
+def choice_key(what: str, shapes: dict[str, tuple[int, int, bool]]) -> str:
+    """The cache's name for one choice (`PRODUCTS`, `FEWEST_ROWS`) about a model's matrices."""
+    return f"{what}: " + ", ".join(key(name, *shape) for name, shape in shapes.items())
 
 
-def keep_products(shapes: dict[str, tuple[int, int, bool]], chosen: str, seconds: dict[str, float]) -> None:
-    """Keep how this host runs these matrices' products of several rows, and what each way was measured at."""
-    _keep({products_key(shapes): {"chosen": chosen, "step seconds": seconds}})
+def kept_choice(what: str, shapes: dict[str, tuple[int, int, bool]]):
+    """The choice `what` kept for this host and these matrices, or None if not measured yet."""
+    return _load().get(host_key(), {}).get(choice_key(what, shapes), {}).get("chosen")
+
+
+def keep_choice(what: str, shapes: dict[str, tuple[int, int, bool]], chosen, seconds: dict[str, float]) -> None:
+    """Keep this host's choice `what` for these matrices, and what each candidate was measured at."""
+    _keep({choice_key(what, shapes): {"chosen": chosen, "step seconds": seconds}})
 
 
 def _keep(records: dict[str, dict]) -> None:

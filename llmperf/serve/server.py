@@ -35,11 +35,11 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from ..engine import Engine, Request
-from ..fast import FusedTransformer, fuse
+from ..fast import FusedTransformer
 from .answer import Answer
 from .exported import CONTENT_TYPE, Exported
 from .protocol import APIError, loads, parse
-from .worker import EngineThread
+from .worker import EngineThread, served_model
 
 log = logging.getLogger("llmperf.serve")
 MAX_BODY = 1 << 20  # bytes: a 2,048-token context is a few KB of text, or of token ids
@@ -97,14 +97,14 @@ def create_app(model, tokenizer, model_name: str = "smollm2-135m-instruct", max_
                body_timeout: float = BODY_TIMEOUT, idle_timeout: float = IDLE_TIMEOUT, fast: bool = True) -> Starlette:
     """The Starlette application serving `model` under the name `model_name`.
 
-    With `fast` (the default) the engine runs `llmperf.fast.fuse(model, pack=True)`: the same function, whose
-    decode steps, float32 on a CPU, are NumPy's, one matrix product per weight for the whole batch, from weights
-    packed once where that is faster here (measured once per host); `fast=False` serves the
-    plain teaching model as it is. A body must arrive within `body_timeout` s and be at most `max_body` bytes; a
+    With `fast` (the default) the engine runs `llmperf.fast.fuse(model, pack=True)` (made once per model and
+    shared: `worker.served_model`): the same function, whose decode steps, float32 on a CPU, are NumPy's, one
+    matrix product per weight for the whole batch, from weights packed once where that is faster here (measured
+    once per host); `fast=False` serves the plain teaching model as it is. A body must arrive within `body_timeout` s and be at most `max_body` bytes; a
     connection that has not sent a whole request head within `idle_timeout` s of opening (or of its last answer)
     is closed."""
     if fast and not isinstance(model, FusedTransformer):
-        model = fuse(model, pack=True)
+        model = served_model(model)
     engine = Engine(model, max_batch=max_batch, capacity=capacity, policy=policy)
     exported = Exported(engine, model_name)
     worker = EngineThread(engine, on_end=exported.ended)

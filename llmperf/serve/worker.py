@@ -29,9 +29,11 @@ import asyncio
 import logging
 import threading
 from collections.abc import Callable
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 
 from .. import params
+from ..fast import FusedTransformer, fuse
 from ..engine import Engine, Request
 from .protocol import APIError
 
@@ -171,3 +173,15 @@ def _put(loop: asyncio.AbstractEventLoop, queue: asyncio.Queue, item) -> None:
         loop.call_soon_threadsafe(queue.put_nowait, item)
     except RuntimeError:  # that event loop has closed: nobody is waiting
         pass
+
+
+_FUSED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # model -> its fused, packed model
+
+
+def served_model(model) -> FusedTransformer:
+    """`fuse(model, pack=True)`, made once per model and shared by every server of it while the model lives: a
+    notebook starts several servers of one model, and packing copies every weight (seconds, and as much memory
+    again). The engines share only the weights, which they read; each has its own KV cache."""
+    if model not in _FUSED:
+        _FUSED[model] = fuse(model, pack=True)
+    return _FUSED[model]
