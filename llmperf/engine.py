@@ -5,9 +5,12 @@ its own prompt length and its own number of tokens to generate, and each user
 wants tokens as soon as they exist. The engine keeps `max_batch` slots, one per
 sequence in flight, in one KV cache, and repeats one step:
 
-1. admit: move waiting requests into free slots. Each is prefilled on its own,
-   one after another (its first token comes out of the prefill: its TTFT is its
-   wait plus this), and its keys and values are copied into its slot;
+1. admit: move waiting requests into free slots. The newcomers are prefilled
+   together, in one pass over their prompts padded at the end to the longest
+   (`prefill_groups` keeps the padding small, else it splits them), which reads
+   the weights once for all of them; each one's first token comes out of that
+   pass (its TTFT is its wait plus the pass), and its keys and values are copied
+   into its slot;
 2. decode: one forward pass over the busy slots, each sequence at its own
    position (`KVCache` with per-sequence positions); every request in a slot
    gets one token.
@@ -53,6 +56,24 @@ from .generation import decode_step, new_cache, prefill, sample
 from .model import Transformer
 
 POLICIES = ("continuous", "static")
+PREFILL_POSITIONS = 2048  # the most positions (rows × the longest prompt) one prefill pass of newcomers holds
+PADDING = 1.25  # and the most positions it holds per prompt token: padding short prompts to a long one wastes work
+
+
+def prefill_groups(lengths: Sequence[int]) -> list[list[int]]:
+    """Newcomers' prompts (their `lengths`, in order of arrival) split into runs prefilled together, as lists of
+    their indices: a run grows while it stays within PREFILL_POSITIONS positions and PADDING times its prompts'
+    tokens. A prompt too long for company is prefilled alone."""
+    groups: list[list[int]] = []
+    for j, n in enumerate(lengths):
+        if groups:
+            joined = groups[-1] + [j]
+            positions = len(joined) * max(lengths[i] for i in joined)
+            if positions <= PREFILL_POSITIONS and positions <= PADDING * sum(lengths[i] for i in joined):
+                groups[-1] = joined
+                continue
+        groups.append([j])
+    return groups
 
 
 @dataclass
@@ -167,14 +188,16 @@ class Engine:
         """
         out: list[tuple[Request, int, float]] = []
         self._drop_cancelled()
-        admitted = 0
+        newcomers = []
         for _ in range(self._admissible()):
             request = self._next_waiting()
             if request is None:
                 break
-            first = self._admit(self.active, request)  # the first free slot; the k-th admitted waits for k - 1
+            newcomers.append(request)
+        admitted = len(newcomers)
+        for group in prefill_groups([len(r.prompt) for r in newcomers]):  # in order: a group waits for those before
+            first = self._admit([newcomers[j] for j in group])
             out += first
-            admitted += 1
             if deliver is not None and first:
                 deliver(first)
         decoded = self.active > 0
@@ -223,31 +246,36 @@ class Engine:
         with self._lock:
             self._cancelled |= cancelled  # still waiting: dropped when it would be admitted
 
-    def _admit(self, i: int, request: Request) -> list[tuple[Request, int, float]]:
-        """Prefill `request` alone, copy its keys and values into slot i, and emit its first token. If that
-        fails, the request fails alone (`_fail`) and slot i is free again."""
-        self.slots[i] = _Slot(request, None)  # taken before the prefill: `active` counts it meanwhile
-        request.admitted = time.perf_counter()
+    def _admit(self, requests: list[Request]) -> list[tuple[Request, int, float]]:
+        """Prefill `requests` in one pass (padded at the end to the longest prompt), copy each one's keys and
+        values into the next free slot, and emit each one's first token. If the pass fails, each is prefilled
+        again alone, so that only a request that fails alone fails (`_fail`), and its slot is free again."""
+        first, device = self.active, self.model.device  # the first free slot; the rest follow it
+        for j, request in enumerate(requests):
+            self.slots[first + j] = _Slot(request, None)  # taken before the prefill: `active` counts it meanwhile
+            request.admitted = time.perf_counter()
+        lengths = [len(r.prompt) for r in requests]
         try:
-            if request.seed is not None:
-                self.slots[i].generator = torch.Generator(device=self.model.device).manual_seed(request.seed)
-            prompt = torch.tensor([list(request.prompt)], device=self.model.device)  # (1, P)
-            alone = new_cache(self.model, 1, prompt.shape[1])
-            logits = prefill(self.model, prompt, alone)  # (1, vocab)
-            self.cache.load(i, alone, prompt.shape[1])
-            token = int(sample(logits, request.temperature, request.top_k, self.slots[i].generator))
-        except Exception as e:  # this request's own failure: the others never see it
-            self._fail(i, e)
-            return []
-        self.prompt_tokens += len(request.prompt)
-        return self._emit(i, token)
+            longest = max(lengths)
+            prompts = torch.tensor([list(r.prompt) + [0] * (longest - len(r.prompt)) for r in requests],
+                                   device=device)  # (k, P): any id will do for the padding
+            alone = new_cache(self.model, len(requests), longest)
+            rows = torch.tensor(lengths, device=device) if min(lengths) < longest else None  # (k,): last positions
+            logits = prefill(self.model, prompts, alone, lengths=rows)  # (k, vocab)
+            for j, n in enumerate(lengths):
+                self.cache.load(first + j, alone, n, source_slot=j)  # positions 0..n-1: its prompt's, no padding
+        except Exception as e:  # no row of the pass can be trusted
+            if len(requests) == 1:
+                self._fail(first, e)  # this request's own failure: the others never see it
+                return []
+            self.slots[first:first + len(requests)] = [None] * len(requests)  # the last busy slots: nothing moves
+            return [token for r in requests for token in self._admit([r])]
+        self.prompt_tokens += sum(lengths)
+        return self._sample(first, logits)
 
     def _decode(self) -> list[tuple[Request, int, float]]:
         """One forward pass over the busy slots (the first n), each sequence at its own position; one token each.
-
-        If the pass itself fails, every request in it fails (no row's logits can be trusted); if sampling one
-        row fails, only that request does, and the others keep the tokens they would have had (each samples
-        from its own row with its own generator)."""
+        If the pass itself fails, every request in it fails (no row's logits can be trusted)."""
         device = self.model.device
         busy = self.slots[:self.active]
         try:
@@ -258,18 +286,27 @@ class Engine:
             for i in reversed(range(len(busy))):
                 self._fail(i, e)
             return []
+        return self._sample(0, logits)
+
+    def _sample(self, first: int, logits: torch.Tensor) -> list[tuple[Request, int, float]]:
+        """Sample the next token of slots first, first + 1, ... from their rows of `logits` (n, vocab), each
+        request with its own generator (made from its seed at its first token), and emit them. If sampling one
+        row fails, only that request does, and the others keep the tokens they would have had."""
         tokens: list[int | Exception] = []
-        for i, s in enumerate(busy):
+        for j in range(len(logits)):
+            s = self.slots[first + j]
             try:
-                tokens.append(int(sample(logits[i:i + 1], s.request.temperature, s.request.top_k, s.generator)))
+                if s.request.seed is not None and s.generator is None:
+                    s.generator = torch.Generator(device=self.model.device).manual_seed(s.request.seed)
+                tokens.append(int(sample(logits[j:j + 1], s.request.temperature, s.request.top_k, s.generator)))
             except Exception as e:
                 tokens.append(e)
         out = []
-        for i in reversed(range(len(busy))):  # from the end: freeing a slot moves only later ones
-            if isinstance(tokens[i], Exception):
-                self._fail(i, tokens[i])
+        for j in reversed(range(len(tokens))):  # from the end: freeing a slot moves only later ones
+            if isinstance(tokens[j], Exception):
+                self._fail(first + j, tokens[j])
             else:
-                out += self._emit(i, tokens[i])
+                out += self._emit(first + j, tokens[j])
         return out[::-1]
 
     def _fail(self, i: int, error: Exception) -> None:

@@ -30,16 +30,21 @@ def new_cache(model: Transformer, batch_size: int, capacity: int, static: bool =
 
 
 def prefill(model: Transformer, tokens: torch.Tensor, cache: KVCache, start: int = 0,
-            all_logits: bool = False) -> torch.Tensor:
+            all_logits: bool = False, lengths: torch.Tensor | None = None) -> torch.Tensor:
     """Run tokens (B, S) at positions start..start+S-1 in one pass, writing their keys and values into `cache`.
 
     Returns the logits of the last position (B, vocab), which is all that sampling
     the next token needs, or with `all_logits` those of every position (B, S, vocab),
     which is what checking S drafted tokens at once needs. start > 0 extends a
     sequence already in the cache (a prompt fed in chunks, or a draft to verify).
+    With `lengths` (B,), prompts of several lengths padded at the end to S: each
+    row's logits are those of its own last token, position lengths[b] - 1 (a
+    server's newcomers prefilled together); the padding's keys and values are
+    written too, after each prompt's, and are not the prompt's.
     """
     input_pos = torch.arange(start, start + tokens.shape[1], device=tokens.device)
-    logits = model(tokens, input_pos, cache, last_only=not all_logits)
+    rows = {} if lengths is None else {"lengths": lengths}
+    logits = model(tokens, input_pos, cache, last_only=not all_logits, **rows)
     return logits if all_logits else logits[:, -1]
 
 

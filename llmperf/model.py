@@ -166,7 +166,8 @@ class Transformer(nn.Module):
         return self.tok_embeddings.weight.dtype
 
     def forward(self, tokens: torch.Tensor, input_pos: torch.Tensor | None = None,
-                cache: KVCache | None = None, last_only: bool = False) -> torch.Tensor:
+                cache: KVCache | None = None, last_only: bool = False,
+                lengths: torch.Tensor | None = None) -> torch.Tensor:
         """Logits (B, S, vocab) for tokens (B, S).
 
         Without a cache the tokens are a whole sequence at positions 0..S-1, and
@@ -175,6 +176,9 @@ class Transformer(nn.Module):
         they fit and says which keys they read (see KVCache.window).
         `last_only` computes the LM head for the last position only, (B, 1, vocab):
         all a prefill needs, and for SmolLM2's large vocabulary a large share of its FLOPs.
+        With `lengths` (B,) each sequence's last position is its own, lengths[b] - 1:
+        prompts of several lengths padded at the end to S, prefilled in one pass
+        (causal attention never lets a real token see the padding after it).
         """
         if tokens.dim() != 2:
             raise ValueError(f"tokens must have shape (batch, seq_len), got {tuple(tokens.shape)}. "
@@ -201,5 +205,5 @@ class Transformer(nn.Module):
         for layer in self.layers:
             x = layer(x, rope, mask, input_pos, cache)
         if last_only:
-            x = x[:, -1:]  # (B, 1, d)
+            x = x[:, -1:] if lengths is None else x[torch.arange(B), lengths - 1][:, None]  # (B, 1, d)
         return self.output(self.norm(x))  # (B, S or 1, vocab)

@@ -79,15 +79,18 @@ def test_limits_met_every_branch():
 
 
 def test_prefill_bursts_every_branch():
-    burst = serving.prefill_bursts(16, 62, {16: 2, 0: 60}, 32)
+    burst = serving.prefill_bursts(16, 62, {16: 2, 0: 60}, 32, 32)
     assert "62 steps, and 2 of them began with prefills, 32 prefills in all" in burst
-    assert "16.0 at a time on average and up to 16, about one step in 31" in burst and "k − 1 prefills" in burst
-    assert "prefilled in the same step, one after another" in burst and "prefilled together" not in burst
-    assert "most steps carried" in serving.prefill_bursts(4, 10, {1: 8, 0: 2}, 32)
-    spread = serving.prefill_bursts(4, 40, {1: 4, 0: 36}, 32)
+    assert "16.0 at a time on average and up to 16, about one step in 31" in burst
+    assert "prefilled in the same step, together, in one pass over all their prompts" in burst
+    assert "waits for the whole pass" in burst
+    long = serving.prefill_bursts(16, 62, {16: 2, 0: 60}, 32, 512)  # 16 prompts of 512 tokens: 4 passes of 4
+    assert "in 4 passes (a pass holds at most 2,048 positions)" in long and "the passes before theirs" in long
+    assert "most steps carried" in serving.prefill_bursts(4, 10, {1: 8, 0: 2}, 32, 32)
+    spread = serving.prefill_bursts(4, 40, {1: 4, 0: 36}, 32, 32)
     assert "one at a time, about one step in 10" in spread
-    assert "none began with a prefill" in serving.prefill_bursts(4, 0, {}, 32)
-    assert "none began" in serving.prefill_bursts(4, 3, {0: 3}, 32)
+    assert "none began with a prefill" in serving.prefill_bursts(4, 0, {}, 32, 32)
+    assert "none began" in serving.prefill_bursts(4, 3, {0: 3}, 32, 32)
 
 
 def test_percentiles_add_every_branch():

@@ -214,3 +214,38 @@ def test_a_newcomers_first_token_is_delivered_before_the_decode_pass(tiny):
     out = engine.step(deliver=lambda tokens: handed.append([r for r, _, _ in tokens]))
     assert handed == [[new], [new, old]] or handed == [[new], [old, new]]  # the first token, then the decode's
     assert [r for r, _, _ in out] == [r for batch in handed for r in batch]  # returned as well, in that order
+
+
+def test_prefill_groups_keep_padding_small():
+    from llmperf.engine import PREFILL_POSITIONS, prefill_groups
+
+    assert prefill_groups([]) == []
+    assert prefill_groups([32, 32, 32, 32]) == [[0, 1, 2, 3]]  # equal prompts: one pass, no padding
+    assert prefill_groups([30, 32, 28, 3]) == [[0, 1, 2], [3]]  # 3 tokens padded to 32 would be mostly padding
+    assert prefill_groups([3, 400, 5]) == [[0], [1], [2]]
+    assert prefill_groups([PREFILL_POSITIONS // 2] * 3) == [[0, 1], [2]]  # the pass's positions are bounded
+
+
+def test_newcomers_prefilled_together_get_the_tokens_they_get_alone(tiny, monkeypatch):
+    """Four newcomers of 4, 5, 4 and 5 tokens: one prefill pass of (4, 5), padded at the end; each gets what it
+    gets alone. If that pass fails, each is prefilled again alone, and still gets them."""
+    import llmperf.engine as engine_module
+
+    prompts, shapes = [[5, 6, 7, 8], [1, 2, 3, 4, 5], [42, 7, 9, 9], [3, 1, 4, 1, 5]], []
+    real_prefill = engine_module.prefill
+
+    def watched(model, tokens, cache, **kwargs):
+        shapes.append(tuple(tokens.shape))
+        if fail and tokens.shape[0] > 1:
+            raise RuntimeError("a pass of several prompts failed")
+        return real_prefill(model, tokens, cache, **kwargs)
+
+    monkeypatch.setattr(engine_module, "prefill", watched)
+    for fail in (False, True):
+        shapes.clear()
+        engine = Engine(tiny, max_batch=4, capacity=32)
+        requests = [engine.submit(Request(p, 6)) for p in prompts]
+        engine.run()
+        assert shapes == ([(4, 5)] if not fail else [(4, 5), (1, 4), (1, 5), (1, 4), (1, 5)])
+        assert [r.tokens for r in requests] == [generate(tiny, p, 6).tolist() for p in prompts]
+        assert engine.finished == {"length": 4} and engine.prefills[4] == 1 and engine.prompt_tokens == 18

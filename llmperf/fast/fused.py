@@ -258,9 +258,9 @@ class FusedTransformer(Transformer):
                 and not torch.is_grad_enabled() and not torch.is_autocast_enabled("cpu"))
 
     def forward(self, tokens: torch.Tensor, input_pos: torch.Tensor | None = None,
-                cache=None, last_only: bool = False) -> torch.Tensor:
+                cache=None, last_only: bool = False, lengths: torch.Tensor | None = None) -> torch.Tensor:
         if not self.runs_in_numpy(tokens, input_pos, cache):
-            return super().forward(tokens, input_pos, cache, last_only)
+            return super().forward(tokens, input_pos, cache, last_only, lengths)
         B = tokens.shape[0]
         cache.window(input_pos if input_pos.dim() == 2 else input_pos.reshape(-1), B)  # they fit, as model.py checks
         if B == 1:

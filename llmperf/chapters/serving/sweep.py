@@ -95,7 +95,7 @@ class BatchSweep:
     def prefills_text(self) -> str:
         """How the largest batch's steps carried its prefills."""
         last = self.points[-1]
-        return prefill_bursts(last.batch, last.steps, last.prefills, self.max_tokens)
+        return prefill_bursts(last.batch, last.steps, last.prefills, self.max_tokens, self.prompt_tokens)
 
     def limits_text(self, scenario: str) -> str:
         ttft, tpot = MLPERF_LIMITS[scenario]
