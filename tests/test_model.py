@@ -106,3 +106,20 @@ def test_last_only_equals_last_row_of_full_logits(tiny):
     tokens = torch.randint(0, tiny.cfg.vocab_size, (2, 11), generator=torch.Generator().manual_seed(4))
     with torch.inference_mode():
         assert torch.allclose(tiny(tokens, last_only=True)[:, 0], tiny(tokens)[:, -1], atol=1e-6)
+
+
+def test_prompts_padded_at_the_end_prefill_as_each_alone(tiny):
+    """Prompts of 9, 4 and 6 tokens padded to 9: with their lengths, each row's logits are its own last token's,
+    and its keys and values at positions 0..n-1 are those it writes alone (causal attention: the padding comes
+    after every real token, which never sees it)."""
+    lengths = [9, 4, 6]
+    tokens = torch.randint(1, tiny.cfg.vocab_size, (3, 9), generator=torch.Generator().manual_seed(6))
+    for b, n in enumerate(lengths):
+        tokens[b, n:] = 0  # the padding
+    together = new_cache(tiny, 3, 9)
+    with torch.inference_mode():
+        logits = prefill(tiny, tokens, together, lengths=torch.tensor(lengths))
+        for b, n in enumerate(lengths):
+            alone = new_cache(tiny, 1, n)
+            assert torch.allclose(logits[b], prefill(tiny, tokens[b:b + 1, :n], alone)[0], atol=1e-5)
+            assert torch.allclose(together.k[:, b, :, :n], alone.k[:, 0], atol=1e-6)
