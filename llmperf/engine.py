@@ -41,12 +41,11 @@ The engine is driven from one thread (`step`, or `run` until idle); `submit` and
 
 from __future__ import annotations
 
-import itertools
 import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
@@ -54,6 +53,7 @@ from . import params
 from .device import synchronize
 from .generation import decode_step, new_cache, prefill, sample
 from .model import Transformer
+from .request import Request
 
 POLICIES = ("continuous", "static")
 PREFILL_POSITIONS = 2048  # the most positions (rows × the longest prompt) one prefill pass of newcomers holds
@@ -74,29 +74,6 @@ def prefill_groups(lengths: Sequence[int]) -> list[list[int]]:
                 continue
         groups.append([j])
     return groups
-
-
-@dataclass
-class Request:
-    """One request: what was asked, and (filled in by the engine) what came back and when."""
-
-    prompt: Sequence[int]
-    max_tokens: int
-    temperature: float = 0.0
-    top_k: int | None = None
-    stop_ids: Sequence[int] = ()
-    seed: int | None = None
-    id: int = field(default_factory=itertools.count().__next__)
-    sent: float = 0.0  # perf_counter() when submitted
-    admitted: float = 0.0  # perf_counter() when its prefill began (its wait in the queue ends)
-    tokens: list[int] = field(default_factory=list)
-    token_times: list[float] = field(default_factory=list)
-    finish_reason: str | None = None  # "length", "stop", "cancelled" or "error"
-    error: str | None = None  # with finish_reason "error": what failed
-
-    @property
-    def done(self) -> bool:
-        return self.finish_reason is not None
 
 
 @dataclass
