@@ -160,8 +160,8 @@ class Engine:
         """One iteration: drop cancelled requests, admit waiting ones, run one decode step over the slots.
 
         Returns (request, token, time) for every token produced, in order. `deliver`, if given, is called with
-        the tokens as soon as they exist: each newcomer's first token right after its prefill, then the decode
-        pass's. A server hands them over so, and a newcomer's TTFT does not also wait for the decode pass.
+        the tokens as soon as they exist: the newcomers' first tokens right after their prefill pass, then the
+        decode pass's. A server hands them over so, and a newcomer's TTFT does not also wait for the decode pass.
         """
         out: list[tuple[Request, int, float]] = []
         self._drop_cancelled()
