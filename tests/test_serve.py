@@ -502,7 +502,8 @@ def test_servers_of_one_model_share_its_fused_model_while_it_lives(smollm2):
     model = small_model(tokenizer)
     first, second = (create_app(model, tokenizer, model_name=NAME, capacity=256) for _ in range(2))
     assert first.state.engine.model is second.state.engine.model is worker.served_model(model)
-    assert create_app(small_model(tokenizer), tokenizer, capacity=256).state.engine.model is not first.state.engine.model
+    other = create_app(small_model(tokenizer), tokenizer, capacity=256)
+    assert other.state.engine.model is not first.state.engine.model
     kept = len(worker._FUSED)
     del model, first, second
     gc.collect()

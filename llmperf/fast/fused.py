@@ -130,8 +130,9 @@ def measured_fewest_rows(fused: "FusedTransformer", choices=(2, 3, 4)) -> int:
     def give(rows):
         step.fewest_rows = rows
 
-    seconds = tuning.time_in_step(two_rows, give, {f"{r} rows": r for r in choices}, new_cache(fused, 2, 64))
-    rows = int(min(seconds, key=seconds.get).split()[0])
+    ways = {f"{r} rows": r for r in choices}
+    seconds = tuning.time_in_step(two_rows, give, ways, new_cache(fused, 2, 64))
+    rows = ways[min(seconds, key=seconds.get)]
     rows = 1 if rows == 2 else rows
     give(rows)
     tuning.keep_choice(tuning.FEWEST_ROWS, matrices(fused), rows, seconds)

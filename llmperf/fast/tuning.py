@@ -15,10 +15,10 @@ one shape, did not predict the step: on one host it chose layouts 3 % slower the
 
 A server's model also decides whether products of several rows (a batch's decode step, a prompt's prefill)
 read weights packed once (`packing`) or PyTorch's own product packs them at every call: `fused.measured_products`
-times both, in turns, and keeps the faster (`kept_choice(PRODUCTS, ...)`, `keep_choice`). And a product of two rows can take
-longer than one of three or four (a library's kernel for few rows is not its best): `fused.measured_fewest_rows`
-times a two-row step with its products given 2, 3 and 4 rows (zero rows appended) and keeps the fastest
-(`kept_choice(FEWEST_ROWS, ...)`).
+times both, in turns, and keeps the faster (`kept_choice(PRODUCTS, ...)`, `keep_choice`). And a product of two
+rows can take longer than one of three or four (a library's kernel for few rows is not its best):
+`fused.measured_fewest_rows` times a two-row step with its products given 2, 3 and 4 rows (zero rows appended)
+and keeps the fastest (`kept_choice(FEWEST_ROWS, ...)`).
 
 The answers are kept in a JSON file (~/.cache/llmperf/numpy-step-layouts.json, or under $LLMPERF_CACHE_DIR),
 keyed by what they depend on: the processor's model name and its vector and matrix flags, NumPy's BLAS with its version

@@ -100,9 +100,9 @@ def create_app(model, tokenizer, model_name: str = "smollm2-135m-instruct", max_
     With `fast` (the default) the engine runs `llmperf.fast.fuse(model, pack=True)` (made once per model and
     shared: `worker.served_model`): the same function, whose decode steps, float32 on a CPU, are NumPy's, one
     matrix product per weight for the whole batch, from weights packed once where that is faster here (measured
-    once per host); `fast=False` serves the plain teaching model as it is. A body must arrive within `body_timeout` s and be at most `max_body` bytes; a
-    connection that has not sent a whole request head within `idle_timeout` s of opening (or of its last answer)
-    is closed."""
+    once per host); `fast=False` serves the plain teaching model as it is. A body must arrive within
+    `body_timeout` s and be at most `max_body` bytes; a connection that has not sent a whole request head within
+    `idle_timeout` s of opening (or of its last answer) is closed."""
     if fast and not isinstance(model, FusedTransformer):
         model = served_model(model)
     engine = Engine(model, max_batch=max_batch, capacity=capacity, policy=policy)

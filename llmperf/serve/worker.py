@@ -28,13 +28,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Callable
 import weakref
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from .. import params
-from ..fast import FusedTransformer, fuse
 from ..engine import Engine, Request
+from ..fast import FusedTransformer, fuse
 from .protocol import APIError
 
 log = logging.getLogger("llmperf.serve")
