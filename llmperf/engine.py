@@ -5,12 +5,16 @@ its own prompt length and its own number of tokens to generate, and each user
 wants tokens as soon as they exist. The engine keeps `max_batch` slots, one per
 sequence in flight, in one KV cache, and repeats one step:
 
-1. admit: move waiting requests into free slots. The newcomers are prefilled
-   together, in one pass over their prompts padded at the end to the longest
-   (`prefill_groups` keeps the padding small, else it splits them), which reads
-   the weights once for all of them; each one's first token comes out of that
-   pass (its TTFT is its wait plus the pass), and its keys and values are copied
-   into its slot;
+1. admit: move waiting requests into the queue of prefills, while slots are
+   free. Newcomers are prefilled together, in one pass over their prompts padded
+   at the end to the longest (`prefill_groups` keeps the padding small, else it
+   splits them), which reads the weights once for all of them. A step prefills
+   at most `prefill_chunk` positions before it decodes, since every sequence
+   already decoding waits for it: a longer prompt is prefilled in pieces over
+   several steps (chunked prefill), and the batch gets a token between them.
+   When a newcomer's prompt is done, its first token comes out of that pass (its
+   TTFT is its wait plus its prefill), and its keys and values are copied into
+   a slot;
 2. decode: one forward pass over the busy slots, each sequence at its own
    position (`KVCache` with per-sequence positions); every request in a slot
    gets one token.
@@ -30,7 +34,7 @@ exactly as many rows as there are requests (`KVCache.first`), and one request
 alone is decoded at batch 1.
 
 `prefills` counts the steps run so far by how many prefills each began with
-(0 for a step that only decoded), so a run can say how often newcomers
+(0 for a step that only decoded or went on with one), so a run can say how often newcomers
 interrupted the batch, and how many at a time. `finished` counts the requests
 ended by finish reason, `prompt_tokens` the prompt tokens prefilled and
 `generated_tokens` every token generated; the server exports them (/metrics).
@@ -44,7 +48,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -53,29 +57,10 @@ from . import params
 from .device import synchronize
 from .generation import decode_step, new_cache, prefill, sample
 from .model import Transformer
+from .prefills import PREFILL_CHUNK, Prefill, prefill_groups, prefill_piece
 from .request import Request
 
 POLICIES = ("continuous", "static")
-PREFILL_POSITIONS = 2048  # the most positions (rows × the longest prompt) one prefill pass of newcomers holds
-PADDING = 1.25  # and the most positions it holds per prompt token: padding short prompts to a long one wastes work
-
-
-def prefill_groups(lengths: Sequence[int]) -> list[list[int]]:
-    """Newcomers' prompts (their `lengths`, in order of arrival) split into runs prefilled together, as lists of
-    their indices: a run grows while it stays within PREFILL_POSITIONS positions and PADDING times its prompts'
-    tokens. A prompt too long for company is prefilled alone."""
-    groups: list[list[int]] = []
-    for j, n in enumerate(lengths):
-        if groups:
-            joined = groups[-1] + [j]
-            positions = len(joined) * max(lengths[i] for i in joined)
-            if positions <= PREFILL_POSITIONS and positions <= PADDING * sum(lengths[i] for i in joined):
-                groups[-1] = joined
-                continue
-        groups.append([j])
-    return groups
-
-
 @dataclass
 class _Slot:
     request: Request
@@ -91,7 +76,8 @@ class _Slot:
 class Engine:
     """Continuous (or static) batching of decode steps over `max_batch` slots of up to `capacity` tokens each."""
 
-    def __init__(self, model: Transformer, max_batch: int = 8, capacity: int = 1024, policy: str = "continuous"):
+    def __init__(self, model: Transformer, max_batch: int = 8, capacity: int = 1024, policy: str = "continuous",
+                 prefill_chunk: int = PREFILL_CHUNK):
         if policy not in POLICIES:
             raise ValueError(f"Unknown batching policy {policy!r}; choose from {POLICIES}.")
         if max_batch < 1:
@@ -99,10 +85,14 @@ class Engine:
         if not 1 < capacity <= model.cfg.max_seq_len:
             raise ValueError(f"capacity must lie in 2..{model.cfg.max_seq_len} ({model.cfg.name}'s max_seq_len) "
                              f"tokens, got {capacity}.")
+        if prefill_chunk < 1:
+            raise ValueError(f"prefill_chunk (positions prefilled per step) must be at least 1, got {prefill_chunk}.")
         self.model, self.max_batch, self.capacity, self.policy = model, max_batch, capacity, policy
+        self.prefill_chunk = prefill_chunk
         self.cache = new_cache(model, max_batch, capacity)
         self.slots: list[_Slot | None] = [None] * max_batch  # busy slots first, then free ones
         self._waiting: deque[Request] = deque()
+        self._prefilling: deque[Prefill] = deque()  # admitted, each slot kept for it, prefilled in order
         self._cancelled: set[int] = set()
         self._lock = threading.Lock()
         self.finished: Counter[str] = Counter()  # requests ended so far, by finish reason
@@ -141,6 +131,12 @@ class Engine:
 
     @property
     def active(self) -> int:
+        """Requests admitted and not finished: decoding, or being prefilled (a slot is kept for each)."""
+        return self._busy + sum(len(p.requests) for p in self._prefilling)
+
+    @property
+    def _busy(self) -> int:
+        """Requests decoding: the first slots."""
         return sum(s is not None for s in self.slots)
 
     @property
@@ -157,10 +153,11 @@ class Engine:
     @torch.inference_mode()
     def step(self, deliver: Callable[[list[tuple[Request, int, float]]], None] | None = None
              ) -> list[tuple[Request, int, float]]:
-        """One iteration: drop cancelled requests, admit waiting ones, run one decode step over the slots.
+        """One iteration: drop cancelled requests, admit waiting ones, prefill at most `prefill_chunk` positions,
+        run one decode step over the slots.
 
         Returns (request, token, time) for every token produced, in order. `deliver`, if given, is called with
-        the tokens as soon as they exist: the newcomers' first tokens right after their prefill pass, then the
+        the tokens as soon as they exist: a newcomer's first token right after its prompt's last pass, then the
         decode pass's. A server hands them over so, and a newcomer's TTFT does not also wait for the decode pass.
         """
         out: list[tuple[Request, int, float]] = []
@@ -171,20 +168,17 @@ class Engine:
             if request is None:
                 break
             newcomers.append(request)
-        admitted = len(newcomers)
-        for group in prefill_groups([len(r.prompt) for r in newcomers]):  # in order: a group waits for those before
-            first = self._admit([newcomers[j] for j in group])
-            out += first
-            if deliver is not None and first:
-                deliver(first)
-        decoded = self.active > 0
+        for group in prefill_groups([len(r.prompt) for r in newcomers], self.prefill_chunk):
+            self._prefilling.append(Prefill([newcomers[j] for j in group]))
+        begun, prefilled = self._prefill(out, deliver)
+        decoded = self._busy > 0
         if decoded:
             tokens = self._decode()
             out += tokens
             if deliver is not None and tokens:
                 deliver(tokens)
-        if admitted or decoded:
-            self.prefills[admitted] += 1
+        if prefilled or decoded:
+            self.prefills[begun] += 1
         return out
 
     def run(self) -> None:
@@ -213,48 +207,86 @@ class Engine:
     def _drop_cancelled(self) -> None:
         with self._lock:
             cancelled, self._cancelled = self._cancelled, set()
-        for i in reversed(range(self.active)):  # from the end: freeing a slot moves only later ones
+        for i in reversed(range(self._busy)):  # from the end: freeing a slot moves only later ones
             s = self.slots[i]
             if s.request.id in cancelled:
                 s.request.finish_reason = "cancelled"
                 self.finished["cancelled"] += 1
                 self._free(i)
                 cancelled.discard(s.request.id)
+        for p in list(self._prefilling):
+            gone = [r for r in p.requests if r.id in cancelled]
+            for r in gone:
+                r.finish_reason = "cancelled"
+                self.finished["cancelled"] += 1
+                cancelled.discard(r.id)
+            if gone:
+                p.requests = [r for r in p.requests if r.finish_reason is None]
+                p.cache, p.done = None, 0  # begun only if alone, and then gone: the rest start afresh
+                if not p.requests:
+                    self._prefilling.remove(p)
         with self._lock:
             self._cancelled |= cancelled  # still waiting: dropped when it would be admitted
 
-    def _admit(self, requests: list[Request]) -> list[tuple[Request, int, float]]:
-        """Prefill `requests` in one pass (padded at the end to the longest prompt), copy each one's keys and
-        values into the next free slot, and emit each one's first token. If the pass fails, each is prefilled
-        again alone, so that only a request that fails alone fails (`_fail`), and its slot is free again."""
-        first, device = self.active, self.model.device  # the first free slot; the rest follow it
-        for j, request in enumerate(requests):
-            self.slots[first + j] = _Slot(request, None)  # taken before the prefill: `active` counts it meanwhile
-            request.admitted = time.perf_counter()
-        lengths = [len(r.prompt) for r in requests]
+    def _prefill(self, out: list, deliver) -> tuple[int, bool]:
+        """Run the queued prefills in order, as many positions as `prefill_chunk` allows (`prefill_piece`; the
+        first always runs), adding the first tokens of the prompts they finish to `out` and handing them to
+        `deliver`. Returns how many requests began their prefill, and whether any pass ran."""
+        left, begun = self.prefill_chunk, 0
+        while self._prefilling:
+            p = self._prefilling[0]
+            n = prefill_piece(len(p.requests), p.longest - p.done, left)
+            if n == 0 and left == self.prefill_chunk:
+                n = p.longest - p.done  # never left behind: a group larger than a step (prefill_chunk lowered) runs
+            if n == 0:
+                break  # a group that does not fit what is left waits whole for the next step
+            for r in p.requests:
+                if not r.admitted:
+                    r.admitted, begun = time.perf_counter(), begun + 1
+            first = self._piece(p, n)
+            left -= len(p.requests) * n
+            out += first
+            if deliver is not None and first:
+                deliver(first)
+        return begun, left < self.prefill_chunk
+
+    def _piece(self, p: Prefill, n: int) -> list[tuple[Request, int, float]]:
+        """Prefill the next `n` positions of `p` (the queue's first). When that ends its prompts, copy each one's
+        keys and values into the next free slot and emit its first token. If the pass fails, a group's requests
+        go back to the queue's head one by one, so that only a request that fails alone fails."""
+        lengths, device = [len(r.prompt) for r in p.requests], self.model.device
+        first = self._busy  # the first free slot; the rest follow it
         try:
-            longest = max(lengths)
-            prompts = torch.tensor([list(r.prompt) + [0] * (longest - len(r.prompt)) for r in requests],
-                                   device=device)  # (k, P): any id will do for the padding
-            alone = new_cache(self.model, len(requests), longest)
-            rows = torch.tensor(lengths, device=device) if min(lengths) < longest else None  # (k,): last positions
-            logits = prefill(self.model, prompts, alone, lengths=rows)  # (k, vocab)
-            for j, n in enumerate(lengths):
-                self.cache.load(first + j, alone, n, source_slot=j)  # positions 0..n-1: its prompt's, no padding
-        except Exception as e:  # no row of the pass can be trusted
-            if len(requests) == 1:
-                self._fail(first, e)  # this request's own failure: the others never see it
+            if p.cache is None:
+                p.cache = new_cache(self.model, len(p.requests), p.longest)
+            prompts = torch.tensor([list(r.prompt[p.done:p.done + n]) + [0] * (p.done + n - len(r.prompt))
+                                    for r in p.requests], device=device)  # (k, n): any id will do for the padding
+            rows = torch.tensor(lengths, device=device) if min(lengths) < p.longest else None  # (k,): last positions
+            logits = prefill(self.model, prompts, p.cache, start=p.done, lengths=rows)  # (k, vocab)
+            p.done += n
+            self.prompt_tokens += n if len(lengths) == 1 else sum(lengths)  # a group's pass: all, without padding
+            if p.done < p.longest:  # one prompt, more pieces to come
                 return []
-            self.slots[first:first + len(requests)] = [None] * len(requests)  # the last busy slots: nothing moves
-            return [token for r in requests for token in self._admit([r])]
-        self.prompt_tokens += sum(lengths)
+            self._prefilling.popleft()
+            for j, (request, length) in enumerate(zip(p.requests, lengths)):
+                self.slots[first + j] = _Slot(request, None)
+                self.cache.load(first + j, p.cache, length, source_slot=j)  # 0..length-1: its prompt's, no padding
+        except Exception as e:  # no row of the pass can be trusted
+            self.slots[first:first + len(p.requests)] = [None] * len(p.requests)  # free ones still: nothing moves
+            if p in self._prefilling:
+                self._prefilling.remove(p)
+            if len(p.requests) == 1:
+                self._end(p.requests[0], e)  # this request's own failure: the others never see it
+            else:
+                self._prefilling.extendleft(Prefill([r]) for r in reversed(p.requests))
+            return []
         return self._sample(first, logits)
 
     def _decode(self) -> list[tuple[Request, int, float]]:
         """One forward pass over the busy slots (the first n), each sequence at its own position; one token each.
         If the pass itself fails, every request in it fails (no row's logits can be trusted)."""
         device = self.model.device
-        busy = self.slots[:self.active]
+        busy = self.slots[:self._busy]
         try:
             last = torch.tensor([s.request.tokens[-1] for s in busy], device=device)[:, None]  # (n, 1)
             positions = torch.tensor([s.position for s in busy], device=device)  # (n,)
@@ -288,10 +320,12 @@ class Engine:
 
     def _fail(self, i: int, error: Exception) -> None:
         """End slot i's request with finish reason "error", saying what failed, and free the slot."""
-        request = self.slots[i].request
+        self._end(self.slots[i].request, error)
+        self._free(i)
+
+    def _end(self, request: Request, error: Exception) -> None:
         request.finish_reason, request.error = "error", f"{type(error).__name__}: {error}"
         self.finished["error"] += 1
-        self._free(i)
 
     def fail_all(self, reason: str, waiting: bool = True) -> list[Request]:
         """End every request decoding (and, with `waiting`, every one still queued) with finish reason "error"
@@ -301,8 +335,9 @@ class Engine:
         if waiting:
             with self._lock:
                 queued, self._waiting, self._cancelled = list(self._waiting), deque(), set()
-        ended = [s.request for s in self.slots if s is not None] + queued
-        self.slots = [None] * self.max_batch
+        ended = [s.request for s in self.slots if s is not None] + [r for p in self._prefilling for r in p.requests]
+        self.slots, self._prefilling = [None] * self.max_batch, deque()
+        ended += queued
         for request in ended:
             request.finish_reason, request.error = "error", reason
             self.finished["error"] += 1
@@ -328,7 +363,7 @@ class Engine:
 
     def _free(self, i: int) -> None:
         """Empty slot i, moving the last busy slot's sequence (and its keys and values) into it."""
-        last = self.active - 1
+        last = self._busy - 1
         if i != last:
             moved = self.slots[last]
             self.cache.load(i, self.cache, moved.position, source_slot=last)

@@ -217,13 +217,13 @@ def test_a_newcomers_first_token_is_delivered_before_the_decode_pass(tiny):
 
 
 def test_prefill_groups_keep_padding_small():
-    from llmperf.engine import PREFILL_POSITIONS, prefill_groups
+    from llmperf.prefills import PREFILL_CHUNK, prefill_groups
 
     assert prefill_groups([]) == []
     assert prefill_groups([32, 32, 32, 32]) == [[0, 1, 2, 3]]  # equal prompts: one pass, no padding
     assert prefill_groups([30, 32, 28, 3]) == [[0, 1, 2], [3]]  # 3 tokens padded to 32 would be mostly padding
     assert prefill_groups([3, 400, 5]) == [[0], [1], [2]]
-    assert prefill_groups([PREFILL_POSITIONS // 2] * 3) == [[0, 1], [2]]  # the pass's positions are bounded
+    assert prefill_groups([PREFILL_CHUNK // 2] * 3) == [[0, 1], [2]]  # the pass's positions are bounded
 
 
 def test_newcomers_prefilled_together_get_the_tokens_they_get_alone(tiny, monkeypatch):
@@ -249,3 +249,70 @@ def test_newcomers_prefilled_together_get_the_tokens_they_get_alone(tiny, monkey
         assert shapes == ([(4, 5)] if not fail else [(4, 5), (1, 4), (1, 5), (1, 4), (1, 5)])
         assert [r.tokens for r in requests] == [generate(tiny, p, 6).tolist() for p in prompts]
         assert engine.finished == {"length": 4} and engine.prefills[4] == 1 and engine.prompt_tokens == 18
+
+
+def test_prefill_pieces_and_steps():
+    from llmperf.prefills import prefill_piece, prefill_steps
+
+    assert prefill_piece(1, 10, 4) == 4 and prefill_piece(1, 3, 4) == 3  # a prompt alone: as much as fits
+    assert prefill_piece(2, 3, 6) == 3 and prefill_piece(2, 3, 5) == 0  # a group: whole, or not this step
+    assert prefill_steps([], 4) == 0
+    assert prefill_steps([10], 4) == 3  # pieces of 4, 4 and 2
+    assert prefill_steps([2, 2, 2, 2], 4) == 2  # two groups of two prompts, one a step
+    assert prefill_steps([3, 9], 4) == 3  # 3 alone, then 1 of the 9 fits; 4, 4 later
+    assert prefill_steps([32] * 4, 512) == 1
+
+
+def test_a_long_prompt_is_prefilled_in_pieces_while_the_batch_decodes(tiny, monkeypatch):
+    """With prefill_chunk=4, a 10-token prompt arriving while another request decodes is prefilled in pieces of
+    4, 4 and 2 tokens, one a step, and the other request gets a token at each of those steps; both get the
+    tokens they get alone."""
+    import llmperf.engine as engine_module
+
+    shapes, real_prefill = [], engine_module.prefill
+
+    def watched(model, tokens, cache, start=0, **kwargs):
+        shapes.append((tuple(tokens.shape), start))
+        return real_prefill(model, tokens, cache, start=start, **kwargs)
+
+    monkeypatch.setattr(engine_module, "prefill", watched)
+    engine = Engine(tiny, max_batch=2, capacity=32, prefill_chunk=4)
+    short = engine.submit(Request([5, 6, 7], 8))
+    engine.step()
+    long = engine.submit(Request(list(range(1, 11)), 3))
+    produced = [len(engine.step()) for _ in range(3)]  # the short one's token; then also long's first two
+    assert shapes[1:] == [((1, 4), 0), ((1, 4), 4), ((1, 2), 8)]
+    assert produced == [1, 1, 3] and engine.active == 2
+    engine.run()
+    assert short.tokens == generate(tiny, short.prompt, 8).tolist()
+    assert long.tokens == generate(tiny, long.prompt, 3).tolist()
+    assert engine.prompt_tokens == 13 and engine.prefills == {1: 2, 0: sum(engine.prefills.values()) - 2}
+
+
+def test_a_request_cancelled_or_failing_between_its_pieces_frees_its_slot(tiny, monkeypatch):
+    import llmperf.engine as engine_module
+
+    real_prefill = engine_module.prefill
+
+    def failing(model, tokens, cache, start=0, **kwargs):
+        if start >= 4:
+            raise RuntimeError("the second piece failed")
+        return real_prefill(model, tokens, cache, start=start, **kwargs)
+
+    for how in ("cancelled", "error"):
+        if how == "error":
+            monkeypatch.setattr(engine_module, "prefill", failing)
+        engine = Engine(tiny, max_batch=1, capacity=32, prefill_chunk=4)
+        long, after = engine.submit(Request(list(range(1, 11)), 3)), engine.submit(Request([5, 6, 7], 4))
+        engine.step()
+        assert engine.active == 1 and engine.waiting == 1 and long.tokens == []
+        if how == "cancelled":
+            engine.cancel(long)
+        engine.run()
+        assert long.finish_reason == how and long.tokens == [] and engine.idle
+        assert after.tokens == generate(tiny, after.prompt, 4).tolist()
+
+
+def test_prefill_chunk_must_be_positive(tiny):
+    with pytest.raises(ValueError, match="prefill_chunk"):
+        Engine(tiny, capacity=32, prefill_chunk=0)

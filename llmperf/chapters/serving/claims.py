@@ -6,7 +6,7 @@ clause they support, with the numbers in it (see `wording`). Pure Python: no tor
 
 from __future__ import annotations
 
-from ...engine import PREFILL_POSITIONS, prefill_groups
+from ...prefills import PREFILL_CHUNK, prefill_groups
 from ..wording import times, duration
 
 
@@ -73,7 +73,7 @@ def prefill_bursts(batch: int, steps: int, prefills: dict[int, int], answer: int
     how = ("together, in one pass over all their prompts that reads the weights once for all of them, then decode "
            "together and finish together, and their replacements arrive as the next burst; every newcomer of a "
            "burst waits for the whole pass" if passes == 1 else
-           f"in {passes} passes (a pass holds at most {PREFILL_POSITIONS:,} positions), then decode together and "
+           f"in {passes} passes (a pass holds at most {PREFILL_CHUNK:,} positions), then decode together and "
            "finish together, and their replacements arrive as the next burst; a burst's last newcomers wait for "
            "the passes before theirs")
     return (f"{said}, {total / bursts:.1f} at a time on average and up to {largest}, about one step in "
