@@ -5,16 +5,12 @@ its own prompt length and its own number of tokens to generate, and each user
 wants tokens as soon as they exist. The engine keeps `max_batch` slots, one per
 sequence in flight, in one KV cache, and repeats one step:
 
-1. admit: move waiting requests into the queue of prefills, while slots are
-   free. Newcomers are prefilled together, in one pass over their prompts padded
-   at the end to the longest (`prefill_groups` keeps the padding small, else it
-   splits them), which reads the weights once for all of them. A step prefills
-   at most `prefill_chunk` positions before it decodes, since every sequence
-   already decoding waits for it: a longer prompt is prefilled in pieces over
-   several steps (chunked prefill), and the batch gets a token between them.
-   When a newcomer's prompt is done, its first token comes out of that pass (its
-   TTFT is its wait plus its prefill), and its keys and values are copied into
-   a slot;
+1. prefill: waiting requests enter while slots are free, and are prefilled in
+   order, at most `prefill_chunk` positions a step (`llmperf.prefills`:
+   newcomers together in one pass while their padding stays small, a long
+   prompt in pieces over several steps, the batch decoding between them). A
+   prompt's last pass gives its first token (its TTFT is its wait plus its
+   prefill), and its keys and values are copied into a slot;
 2. decode: one forward pass over the busy slots, each sequence at its own
    position (`KVCache` with per-sequence positions); every request in a slot
    gets one token.
@@ -34,8 +30,8 @@ exactly as many rows as there are requests (`KVCache.first`), and one request
 alone is decoded at batch 1.
 
 `prefills` counts the steps run so far by how many prefills each began with
-(0 for a step that only decoded or went on with one), so a run can say how often newcomers
-interrupted the batch, and how many at a time. `finished` counts the requests
+(0 for a step that only decoded, or went on with one), so a run can say how
+often newcomers interrupted the batch, and how many at a time. `finished` counts the requests
 ended by finish reason, `prompt_tokens` the prompt tokens prefilled and
 `generated_tokens` every token generated; the server exports them (/metrics).
 
@@ -238,7 +234,7 @@ class Engine:
             n = prefill_piece(len(p.requests), p.longest - p.done, left)
             if n == 0 and left == self.prefill_chunk:
                 n = p.longest - p.done  # never left behind: a group larger than a step (prefill_chunk lowered) runs
-            if n == 0:
+            if n <= 0:
                 break  # a group that does not fit what is left waits whole for the next step
             for r in p.requests:
                 if not r.admitted:

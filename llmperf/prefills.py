@@ -49,7 +49,7 @@ def prefill_piece(rows: int, remaining: int, left: int) -> int:
     it); else none, and the group waits whole for the next step."""
     if rows * remaining <= left:
         return remaining
-    return left if rows == 1 else 0
+    return max(left, 0) if rows == 1 else 0
 
 
 def prefill_steps(lengths: Sequence[int], positions: int = PREFILL_CHUNK) -> int:

@@ -204,3 +204,22 @@ def test_serving_benchmark_refuses_a_wrong_llama_server_before_any_work(tmp_path
     with pytest.raises(SystemExit) as exit:
         load_serving().main(["--concurrency", "1"])
     assert exit.value.code == 2 and "is not an executable file" in capsys.readouterr().err
+
+
+def test_chunked_prefill_benchmark_writes_its_table(tmp_path, capsys):
+    out = tmp_path / "chunked.json"
+    assert load_script("chunked_prefill").main(["--long-prompt", "12", "--chunks", "16,4", "--rounds", "1",
+                                                "--decoding", "1", "--device", "cpu", "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["prefill_chunk"], r["pieces"]) for r in rows] == [(16, 1), (4, 3)]
+    assert all(r["longest gap (ms)"] >= r["median gap (ms)"] > 0 and r["long TTFT (ms)"] > 0 for r in rows)
+    assert "then a 12-token prompt arrives" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv", [["--chunks", "512,x"], ["--chunks", "0"], ["--rounds", "0"],
+                                  ["--long-prompt", "9000"], ["--device", "tpu"]])
+def test_chunked_prefill_benchmark_rejects_bad_arguments(argv, capsys):
+    with pytest.raises(SystemExit):
+        load_script("chunked_prefill").main(argv)
+    out = capsys.readouterr()
+    assert "error:" in out.err and out.out == ""

@@ -84,8 +84,9 @@ def test_prefill_bursts_every_branch():
     assert "16.0 at a time on average and up to 16, about one step in 31" in burst
     assert "prefilled in the same step, together, in one pass over all their prompts" in burst
     assert "waits for the whole pass" in burst
-    long = serving.prefill_bursts(16, 62, {16: 2, 0: 60}, 32, 512)  # 16 prompts of 512 tokens: 4 passes of 4
-    assert "in 4 passes (a pass holds at most 2,048 positions)" in long and "the passes before theirs" in long
+    long = serving.prefill_bursts(16, 62, {16: 2, 0: 60}, 32, 100)  # 16 prompts of 100 tokens: passes of 5, 5, 5, 1
+    assert "in 4 passes over 4 steps (a step prefills at most 512 positions" in long
+    assert "the passes before theirs" in long
     assert "most steps carried" in serving.prefill_bursts(4, 10, {1: 8, 0: 2}, 32, 32)
     spread = serving.prefill_bursts(4, 40, {1: 4, 0: 36}, 32, 32)
     assert "one at a time, about one step in 10" in spread

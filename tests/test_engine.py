@@ -256,6 +256,7 @@ def test_prefill_pieces_and_steps():
 
     assert prefill_piece(1, 10, 4) == 4 and prefill_piece(1, 3, 4) == 3  # a prompt alone: as much as fits
     assert prefill_piece(2, 3, 6) == 3 and prefill_piece(2, 3, 5) == 0  # a group: whole, or not this step
+    assert prefill_piece(1, 3, -2) == 0  # a failed pass may have spent more than was left
     assert prefill_steps([], 4) == 0
     assert prefill_steps([10], 4) == 3  # pieces of 4, 4 and 2
     assert prefill_steps([2, 2, 2, 2], 4) == 2  # two groups of two prompts, one a step

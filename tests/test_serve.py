@@ -479,6 +479,9 @@ def test_python_m_llmperf_serve_refuses_a_context_too_long_before_loading_the_mo
     with pytest.raises(SystemExit):
         main(["--context", "100000"])
     assert "--context must lie in 2..8192" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["--prefill-chunk", "0"])
+    assert "--prefill-chunk >= 1" in capsys.readouterr().err
 
 
 def test_work_in_a_passing_thread_returns_or_raises_as_if_called_here():

@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from ..engine import POLICIES
+from ..prefills import PREFILL_CHUNK
 from . import __doc__ as DOC
 from .server import create_app, serve
 from .worker import in_passing_thread
@@ -23,13 +24,15 @@ def main(argv=None) -> int:
     p.add_argument("--context", type=int, default=2048, help="most tokens (prompt + answer) per request")
     p.add_argument("--policy", choices=POLICIES, default="continuous")
     p.add_argument("--max-queue", type=int, default=256, help="waiting requests before answering 503")
+    p.add_argument("--prefill-chunk", type=int, default=PREFILL_CHUNK, help="most prompt positions prefilled per "
+                   "step before the batch decodes; longer prompts are prefilled in pieces (default: %(default)s)")
     p.add_argument("--device", default=None)
     p.add_argument("--dtype", choices=DTYPES, default="float32")
     p.add_argument("--plain", action="store_true", help="serve the plain teaching model (model.py) instead of "
                    "its fused form (llmperf.fast), whose float32 CPU decode steps run in NumPy")
     args = p.parse_args(argv)
-    if args.max_batch < 1 or args.max_queue < 1 or not 0 < args.port < 65536:
-        p.error("need --max-batch >= 1, --max-queue >= 1 and a port in 1..65535")
+    if args.max_batch < 1 or args.max_queue < 1 or args.prefill_chunk < 1 or not 0 < args.port < 65536:
+        p.error("need --max-batch >= 1, --max-queue >= 1, --prefill-chunk >= 1 and a port in 1..65535")
     try:
         device = pick_device(args.device)
     except (RuntimeError, ValueError) as e:
@@ -41,7 +44,7 @@ def main(argv=None) -> int:
     def prepare():  # PyTorch's parallel work in a thread that ends with it: see `worker.in_passing_thread`
         model, tokenizer = load_smollm2(device, DTYPES[args.dtype])
         return create_app(model, tokenizer, max_batch=args.max_batch, capacity=args.context, policy=args.policy,
-                          max_queue=args.max_queue, fast=not args.plain)
+                          max_queue=args.max_queue, fast=not args.plain, prefill_chunk=args.prefill_chunk)
 
     app = in_passing_thread(prepare)
     print(describe(device, DTYPES[args.dtype]))

@@ -6,7 +6,7 @@ clause they support, with the numbers in it (see `wording`). Pure Python: no tor
 
 from __future__ import annotations
 
-from ...prefills import PREFILL_CHUNK, prefill_groups
+from ...prefills import PREFILL_CHUNK, prefill_groups, prefill_steps
 from ..wording import times, duration
 
 
@@ -55,7 +55,8 @@ def limits_met(batches, ttft_p99, tpot_p99, ttft_limit: float, tpot_limit: float
 def prefill_bursts(batch: int, steps: int, prefills: dict[int, int], answer: int, prompt: int) -> str:
     """How the prefills of a closed-loop run at max batch `batch` fell on the engine's `steps` steps:
     `prefills` maps k to the number of steps that began with k prefills; every request asked `answer` tokens
-    after a `prompt`-token prompt (so the engine prefills a burst in `engine.prefill_groups`' passes)."""
+    after a `prompt`-token prompt (so the engine prefills a burst in `prefills.prefill_groups`' passes, over
+    `prefills.prefill_steps` steps)."""
     bursts = sum(n for k, n in prefills.items() if k > 0)
     total = sum(k * n for k, n in prefills.items())
     largest = max((k for k, n in prefills.items() if n > 0), default=0)
@@ -69,16 +70,16 @@ def prefill_bursts(batch: int, steps: int, prefills: dict[int, int], answer: int
     if largest == 1:
         return (f"{said}, one at a time, about one step in {steps / bursts:.0f}: newcomers arrived spread out, "
                 "and each held up the batch for one prefill")
-    passes = len(prefill_groups([prompt] * largest))
-    how = ("together, in one pass over all their prompts that reads the weights once for all of them, then decode "
-           "together and finish together, and their replacements arrive as the next burst; every newcomer of a "
-           "burst waits for the whole pass" if passes == 1 else
-           f"in {passes} passes (a pass holds at most {PREFILL_CHUNK:,} positions), then decode together and "
-           "finish together, and their replacements arrive as the next burst; a burst's last newcomers wait for "
-           "the passes before theirs")
+    passes, over = len(prefill_groups([prompt] * largest)), prefill_steps([prompt] * largest)
+    how = ("in the same step, together, in one pass over all their prompts that reads the weights once for all of "
+           "them, then decode together and finish together, and their replacements arrive as the next burst; every "
+           "newcomer of a burst waits for the whole pass" if passes == 1 else
+           f"in {passes} passes over {over} steps (a step prefills at most {PREFILL_CHUNK:,} positions before the "
+           "batch decodes), then decode together and finish together, and their replacements arrive as the next "
+           "burst; a burst's last newcomers wait for the passes before theirs")
     return (f"{said}, {total / bursts:.1f} at a time on average and up to {largest}, about one step in "
             f"{steps / bursts:.0f}. Every request asks {answer} tokens and the engine admits every waiting request "
-            f"at once, so the newcomers of a burst are prefilled in the same step, {how}")
+            f"at once, so the newcomers of a burst are prefilled {how}")
 
 
 def percentiles_add(q: int, e2e: float, rebuilt: float) -> str:
