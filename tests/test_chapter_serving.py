@@ -94,6 +94,12 @@ def test_prefill_bursts_every_branch():
     assert "none began" in serving.prefill_bursts(4, 3, {0: 3}, 32, 32)
 
 
+def test_long_prefill_every_branch():
+    assert "in one pass and every sequence decoding waits for all of it" in serving.long_prefill(32)
+    assert "in 2 pieces of at most 512 positions, one a step" in serving.long_prefill(1024)
+    assert "in 4 pieces of at most 256 positions" in serving.long_prefill(1000, 256)
+
+
 def test_percentiles_add_every_branch():
     assert "within 5 %" in serving.percentiles_add(50, 1.0, 1.02) and "p50 TTFT" in serving.percentiles_add(50, 1, 1)
     over = serving.percentiles_add(99, 1.0, 1.3)
@@ -285,7 +291,7 @@ def test_stall_loops(loops):
     assert max(v for _, v in loops.closed.polled) <= 2
     json_ok(loops)
     numbers = loops.numbers()
-    assert numbers["long"] == 32 and numbers["n_ttft"] == 4
+    assert numbers["long"] == 32 and numbers["n_ttft"] == 4 and "in one pass" in numbers["long_prefill_text"]
     assert numbers["p99_nearest"] == numbers["ttft_max_ms"]  # under 100 values, nearest rank is the largest
     assert len(loops.table().data) == 2 and len(loops.percentile_table().data) == 2
     assert len(figures.loops_over_time(loops).axes) == 2

@@ -23,7 +23,7 @@ last cell asserts. The figures are `llmperf.plots.serving`.
 """
 
 from . import sources
-from .claims import (distserve_goodput, goodput_peak, itl_against_tpot, knee_text, limits_met, omission,
+from .claims import (distserve_goodput, goodput_peak, itl_against_tpot, knee_text, limits_met, long_prefill, omission,
                      percentile_spread, percentiles_add, prefill_bursts, residual_text, throughput_path, warm_up)
 from .loops import Loop, Loops, stall_loops
 from .rates import RateSweep, rate_sweep
@@ -35,6 +35,6 @@ from .sweep import MLPERF_LIMITS, BatchPoint, BatchSweep, batch_sweep
 __all__ = ["NAME", "BatchPoint", "BatchSweep", "Claim", "KVCapacity", "Loop", "Loops", "MLPERF_LIMITS", "RateSweep",
            "Run", "answer_table", "batch_sweep", "claim_check", "closed_run", "distserve_goodput",
            "exercise_numbers", "goodput_peak", "itl_against_tpot", "knee_text", "kv_capacity", "limits_met",
-           "lone_request", "matching_seed", "omission", "rate_sweep",
+           "lone_request", "long_prefill", "matching_seed", "omission", "rate_sweep",
            "percentile_spread", "percentiles_add", "prefill_bursts", "published_share", "request_lengths",
            "residual_text", "sources", "stall_loops", "throughput_path", "warm_up"]

@@ -82,6 +82,17 @@ def prefill_bursts(batch: int, steps: int, prefills: dict[int, int], answer: int
             f"at once, so the newcomers of a burst are prefilled {how}")
 
 
+def long_prefill(long: int, chunk: int = PREFILL_CHUNK) -> str:
+    """How an engine prefilling at most `chunk` positions a step treats one `long`-token prompt."""
+    pieces = prefill_steps([long], chunk)
+    if pieces == 1:
+        return (f"it fits one step's prefill (at most {chunk:,} positions), so the engine prefills it in one pass "
+                "and every sequence decoding waits for all of it")
+    return (f"the engine prefills it in {pieces} pieces of at most {chunk:,} positions, one a step (chunked "
+            "prefill, as vLLM and llama.cpp do), so the sequences already decoding get a token between the pieces, "
+            "while requests that arrive meanwhile wait behind it")
+
+
 def percentiles_add(q: int, e2e: float, rebuilt: float) -> str:
     """A run's q-th percentile of E2E against the same percentile of TTFT + that of TPOT × (that of n − 1)."""
     said = (f"the p{q} E2E is {duration(e2e)}, while p{q} TTFT + p{q} TPOT × (p{q} n − 1) gives "

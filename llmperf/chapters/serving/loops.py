@@ -14,7 +14,7 @@ from ... import bench, metrics
 from ...metrics import RequestRecord
 from ...serve import background, create_app
 from ..setup import Setup
-from .claims import omission, percentile_spread
+from .claims import long_prefill, omission, percentile_spread
 from .run import LITTLES_MARGIN
 from .served import matching_seed, request_lengths, watched_load
 
@@ -97,7 +97,8 @@ class Loops:
 
     def numbers(self) -> dict[str, object]:
         c, o, p, spread = self.closed, self.open, self.percentiles, self.spread
-        return {"long": self.long_prompt, "closed_rate": c.summary.request_throughput,
+        return {"long": self.long_prompt, "long_prefill_text": long_prefill(self.long_prompt),
+                "closed_rate": c.summary.request_throughput,
                 "open_rate": o.summary.request_throughput,
                 "omission_text": omission(c.sent_in_stall, o.sent_in_stall,
                                           c.summary.request_throughput * self.stall_s, c.worst_other_ttft,
