@@ -317,3 +317,14 @@ def test_a_request_cancelled_or_failing_between_its_pieces_frees_its_slot(tiny, 
 def test_prefill_chunk_must_be_positive(tiny):
     with pytest.raises(ValueError, match="prefill_chunk"):
         Engine(tiny, capacity=32, prefill_chunk=0)
+
+
+def test_the_fused_engine_prefills_in_pieces_to_the_same_tokens(tiny):
+    """The fused model's pieces of one token run as its NumPy decode step (a piece of 10 tokens in threes ends
+    with one): the tokens are still those of the plain model alone."""
+    from llmperf.fast import fuse
+
+    engine = Engine(fuse(tiny), max_batch=2, capacity=32, prefill_chunk=3)
+    requests = [engine.submit(Request(list(range(1, 11)), 5)), engine.submit(Request([4, 2], 5))]
+    engine.run()
+    assert [r.tokens for r in requests] == [generate(tiny, r.prompt, 5).tolist() for r in requests]
