@@ -72,12 +72,18 @@ class NumpyDecodeStep:
         Hkv, _, hd = k.shape
         q = q.reshape(Hkv, -1, hd)  # each key/value head's group of query heads, (Hkv, G, hd)
         scores = np.matmul(q, k.transpose(0, 2, 1))  # (Hkv, G, T)
-        scores -= scores.max(axis=-1, keepdims=True)  # softmax, stable: the largest score becomes exp(0)
+        return self.softmax_values(scores, v).reshape(-1)  # (Hkv, G, hd) -> (H·hd,)
+
+    def softmax_values(self, scores: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """softmax(scores · scale) @ v over the keys' axis, (..., T) @ (..., T, hd) -> (..., hd); overwrites
+        `scores`. Stable: the largest score becomes exp(0). The weights stay unnormalised and the weighted sum is
+        divided instead: hd values per query, not T."""
+        scores -= scores.max(axis=-1, keepdims=True)
         scores *= self.scale
-        weights = np.exp(scores, out=scores)  # unnormalised: divide the weighted sum instead, hd not T values
-        y = np.matmul(weights, v)  # (Hkv, G, hd)
+        weights = np.exp(scores, out=scores)
+        y = np.matmul(weights, v)
         y /= weights.sum(axis=-1, keepdims=True)
-        return y.reshape(-1)
+        return y
 
     def __call__(self, token: int, pos: int, cache: KVCache, lap=no_lap) -> np.ndarray:
         cfg = self.cfg
@@ -189,13 +195,8 @@ class NumpyDecodeStep:
         B, Hkv, _, hd = k.shape
         q = q.reshape(B, Hkv, -1, hd)  # each row's key/value heads' groups of query heads, (B, Hkv, G, hd)
         scores = np.matmul(q, k.transpose(0, 1, 3, 2))  # (B, Hkv, G, T)
-        scores += later
-        scores -= scores.max(axis=-1, keepdims=True)  # every row has position 0, so its max is finite
-        scores *= self.scale
-        weights = np.exp(scores, out=scores)
-        y = np.matmul(weights, v)  # (B, Hkv, G, hd)
-        y /= weights.sum(axis=-1, keepdims=True)
-        return y.reshape(B, -1)
+        scores += later  # every row has position 0, so its largest score stays finite
+        return self.softmax_values(scores, v).reshape(B, -1)  # (B, Hkv, G, hd) -> (B, H·hd)
 
     def product(self, x: np.ndarray, layer: torch.nn.Module) -> np.ndarray:
         """`product(x, layer)`, x given zero rows up to `fewest_rows` first and the answer cut back to x's rows: a
