@@ -29,11 +29,13 @@ moves into its place (its keys and values are copied), so a decode step runs on
 exactly as many rows as there are requests (`KVCache.first`), and one request
 alone is decoded at batch 1.
 
-`prefills` counts the steps run so far by how many prefills each began with
-(0 for a step that only decoded, or went on with one), so a run can say how
-often newcomers interrupted the batch, and how many at a time. `finished` counts the requests
-ended by finish reason, `prompt_tokens` the prompt tokens prefilled and
-`generated_tokens` every token generated; the server exports them (/metrics).
+`prefills` counts the steps run so far by how many newcomers each admitted
+(0 for a step that admitted none), so a run can say how often newcomers
+interrupted the batch, and how many at a time (a step's newcomers are prefilled
+in it, or from it on, where they exceed its `prefill_chunk`). `finished` counts
+the requests ended by finish reason, `prompt_tokens` the prompt tokens
+prefilled and `generated_tokens` every token generated; the server exports them
+(/metrics).
 
 The engine is driven from one thread (`step`, or `run` until idle); `submit` and
 `cancel` may be called from any thread.
@@ -92,7 +94,7 @@ class Engine:
         self._cancelled: set[int] = set()
         self._lock = threading.Lock()
         self.finished: Counter[str] = Counter()  # requests ended so far, by finish reason
-        self.prefills: Counter[int] = Counter()  # steps run so far, by how many prefills each began with
+        self.prefills: Counter[int] = Counter()  # steps run so far, by how many newcomers each admitted
         self.prompt_tokens = 0  # prompt tokens prefilled so far
         self.generated_tokens = 0  # tokens generated so far, for every request, however it ended
 
@@ -128,7 +130,7 @@ class Engine:
     @property
     def active(self) -> int:
         """Requests admitted and not finished: decoding, or being prefilled (a slot is kept for each)."""
-        return self._busy + sum(len(p.requests) for p in self._prefilling)
+        return self._busy + sum(len(p.requests) for p in tuple(self._prefilling))  # a copy: others' threads read it
 
     @property
     def _busy(self) -> int:
@@ -166,15 +168,15 @@ class Engine:
             newcomers.append(request)
         for group in prefill_groups([len(r.prompt) for r in newcomers], self.prefill_chunk):
             self._prefilling.append(Prefill([newcomers[j] for j in group]))
-        begun, prefilled = self._prefill(out, deliver)
+        prefilled = self._prefill(out, deliver)
         decoded = self._busy > 0
         if decoded:
             tokens = self._decode()
             out += tokens
             if deliver is not None and tokens:
                 deliver(tokens)
-        if prefilled or decoded:
-            self.prefills[begun] += 1
+        if newcomers or prefilled or decoded:
+            self.prefills[len(newcomers)] += 1
         return out
 
     def run(self) -> None:
@@ -224,11 +226,11 @@ class Engine:
         with self._lock:
             self._cancelled |= cancelled  # still waiting: dropped when it would be admitted
 
-    def _prefill(self, out: list, deliver) -> tuple[int, bool]:
+    def _prefill(self, out: list, deliver) -> bool:
         """Run the queued prefills in order, as many positions as `prefill_chunk` allows (`prefill_piece`; the
         first always runs), adding the first tokens of the prompts they finish to `out` and handing them to
-        `deliver`. Returns how many requests began their prefill, and whether any pass ran."""
-        left, begun = self.prefill_chunk, 0
+        `deliver`. Returns whether any pass ran."""
+        left = self.prefill_chunk
         while self._prefilling:
             p = self._prefilling[0]
             n = prefill_piece(len(p.requests), p.longest - p.done, left)
@@ -237,14 +239,13 @@ class Engine:
             if n <= 0:
                 break  # a group that does not fit what is left waits whole for the next step
             for r in p.requests:
-                if not r.admitted:
-                    r.admitted, begun = time.perf_counter(), begun + 1
+                r.admitted = r.admitted or time.perf_counter()  # its wait in the queue ends with its first pass
             first = self._piece(p, n)
             left -= len(p.requests) * n
             out += first
             if deliver is not None and first:
                 deliver(first)
-        return begun, left < self.prefill_chunk
+        return left < self.prefill_chunk
 
     def _piece(self, p: Prefill, n: int) -> list[tuple[Request, int, float]]:
         """Prefill the next `n` positions of `p` (the queue's first). When that ends its prompts, copy each one's
@@ -260,8 +261,8 @@ class Engine:
             rows = torch.tensor(lengths, device=device) if min(lengths) < p.longest else None  # (k,): last positions
             logits = prefill(self.model, prompts, p.cache, start=p.done, lengths=rows)  # (k, vocab)
             p.done += n
-            self.prompt_tokens += n if len(lengths) == 1 else sum(lengths)  # a group's pass: all, without padding
             if p.done < p.longest:  # one prompt, more pieces to come
+                self.prompt_tokens += n
                 return []
             self._prefilling.popleft()
             for j, (request, length) in enumerate(zip(p.requests, lengths)):
@@ -276,6 +277,7 @@ class Engine:
             else:
                 self._prefilling.extendleft(Prefill([r]) for r in reversed(p.requests))
             return []
+        self.prompt_tokens += n if len(lengths) == 1 else sum(lengths)  # a group's pass: all, without padding
         return self._sample(first, logits)
 
     def _decode(self) -> list[tuple[Request, int, float]]:
@@ -324,9 +326,9 @@ class Engine:
         self.finished["error"] += 1
 
     def fail_all(self, reason: str, waiting: bool = True) -> list[Request]:
-        """End every request decoding (and, with `waiting`, every one still queued) with finish reason "error"
-        and `reason`: the server is stopping, or a step failed in a way no one request can be blamed for.
-        Returns them. Called from the thread that steps."""
+        """End every request decoding or admitted to be prefilled (and, with `waiting`, every one still queued
+        for a slot) with finish reason "error" and `reason`: the server is stopping, or a step failed in a way no
+        one request can be blamed for. Returns them. Called from the thread that steps."""
         queued: list[Request] = []
         if waiting:
             with self._lock:

@@ -132,8 +132,8 @@ class KVCache(nn.Module):
         """Copy positions 0..length-1 of sequence `source_slot` of `source` (which may be this cache) into
         sequence `slot` of this cache.
 
-        A server prefills each new request on its own, into a one-sequence cache,
-        then moves its keys and values into a free slot of the batch it decodes.
+        A server prefills its newcomers into a cache of their own (one row each),
+        then moves each one's keys and values into a free slot of the batch it decodes.
         """
         if source.n_layers != self.n_layers:
             raise ValueError("load() copies between caches of the same model: the layer counts differ.")

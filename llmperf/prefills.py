@@ -68,7 +68,7 @@ def prefill_steps(lengths: Sequence[int], positions: int = PREFILL_CHUNK) -> int
 
 
 
-@dataclass
+@dataclass(eq=False)  # queued prefills are told apart by identity
 class Prefill:
     """Newcomers prefilled together, not yet in a slot: one request, or a group padded at the end to its longest
     prompt; the cache their pieces fill (made at the first), and how many positions of it are done."""

@@ -80,18 +80,18 @@ def test_limits_met_every_branch():
 
 def test_prefill_bursts_every_branch():
     burst = serving.prefill_bursts(16, 62, {16: 2, 0: 60}, 32, 32)
-    assert "62 steps, and 2 of them began with prefills, 32 prefills in all" in burst
+    assert "62 steps, and 2 of them admitted newcomers, 32 in all" in burst
     assert "16.0 at a time on average and up to 16, about one step in 31" in burst
     assert "prefilled in the same step, together, in one pass over all their prompts" in burst
     assert "waits for the whole pass" in burst
-    long = serving.prefill_bursts(16, 62, {16: 2, 0: 60}, 32, 100)  # 16 prompts of 100 tokens: passes of 5, 5, 5, 1
+    long = serving.prefill_bursts(16, 62, {16: 2, 0: 60}, 32, 100)  # 16 of 100 tokens: passes of 5, 5, 5 and 1
     assert "in 4 passes over 4 steps (a step prefills at most 512 positions" in long
     assert "the passes before theirs" in long
     assert "most steps carried" in serving.prefill_bursts(4, 10, {1: 8, 0: 2}, 32, 32)
     spread = serving.prefill_bursts(4, 40, {1: 4, 0: 36}, 32, 32)
     assert "one at a time, about one step in 10" in spread
-    assert "none began with a prefill" in serving.prefill_bursts(4, 0, {}, 32, 32)
-    assert "none began" in serving.prefill_bursts(4, 3, {0: 3}, 32, 32)
+    assert "none admitted a newcomer" in serving.prefill_bursts(4, 0, {}, 32, 32)
+    assert "none admitted" in serving.prefill_bursts(4, 3, {0: 3}, 32, 32)
 
 
 def test_long_prefill_every_branch():

@@ -64,7 +64,7 @@ class _EngineState:
             c.add_metric(label, value)
             return c
 
-        yield gauge("vllm:num_requests_running", "Requests in a slot, being prefilled or decoded.", e.active)
+        yield gauge("vllm:num_requests_running", "Requests admitted: being prefilled (a slot kept for each) or decoded.", e.active)
         yield gauge("vllm:num_requests_waiting", "Requests queued for a slot.", e.waiting)
         yield gauge("vllm:kv_cache_usage_perc", "Fraction of the KV cache's positions in use (1 = all).",
                     e.cache_usage)

@@ -54,16 +54,16 @@ def limits_met(batches, ttft_p99, tpot_p99, ttft_limit: float, tpot_limit: float
 
 def prefill_bursts(batch: int, steps: int, prefills: dict[int, int], answer: int, prompt: int) -> str:
     """How the prefills of a closed-loop run at max batch `batch` fell on the engine's `steps` steps:
-    `prefills` maps k to the number of steps that began with k prefills; every request asked `answer` tokens
+    `prefills` maps k to the number of steps that admitted k newcomers; every request asked `answer` tokens
     after a `prompt`-token prompt (so the engine prefills a burst in `prefills.prefill_groups`' passes, over
     `prefills.prefill_steps` steps)."""
     bursts = sum(n for k, n in prefills.items() if k > 0)
     total = sum(k * n for k, n in prefills.items())
     largest = max((k for k, n in prefills.items() if n > 0), default=0)
-    said = (f"at batch {batch} the engine ran {steps} steps, and {bursts} of them began with prefills, "
-            f"{total} prefills in all")
+    said = (f"at batch {batch} the engine ran {steps} steps, and {bursts} of them admitted newcomers, "
+            f"{total} in all")
     if bursts == 0:
-        return f"at batch {batch} the engine ran {steps} steps and none began with a prefill"
+        return f"at batch {batch} the engine ran {steps} steps and none admitted a newcomer"
     if bursts > steps / 2:
         return (f"{said}: most steps carried a newcomer's prefill, which held up every sequence already in the "
                 "batch")

@@ -33,7 +33,7 @@ USER_NOISE = 1.05  # and no user gets faster than at batch 1, within 5 % for noi
 @dataclass
 class BatchPoint:
     """One server of `batch` slots and its closed-loop run: every request's record, and the engine's steps by
-    how many prefills each began with ({k: steps}, `Engine.prefills`)."""
+    how many newcomers each admitted ({k: steps}, `Engine.prefills`)."""
 
     batch: int
     requests: list[RequestRecord]
