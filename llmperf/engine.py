@@ -1,44 +1,35 @@
 """A serving loop: many requests, one model, one batched decode step at a time.
 
-A server does not get its requests in batches. They arrive one by one, each with
-its own prompt length and its own number of tokens to generate, and each user
-wants tokens as soon as they exist. The engine keeps `max_batch` slots, one per
-sequence in flight, in one KV cache, and repeats one step:
+A server does not get its requests in batches. They arrive one by one, each with its own prompt length and its own
+number of tokens to generate, and each user wants tokens as soon as they exist. The engine keeps `max_batch` slots,
+one per sequence in flight, in one KV cache, and repeats one step:
 
-1. prefill: waiting requests enter while slots are free, and are prefilled in
-   order, at most `prefill_chunk` positions a step (`llmperf.prefills`:
-   newcomers together in one pass while their padding stays small, a long
-   prompt in pieces over several steps, the batch decoding between them). A
-   prompt's last pass gives its first token (its TTFT is its wait plus its
-   prefill), and its keys and values are copied into a slot;
-2. decode: one forward pass over the busy slots, each sequence at its own
-   position (`KVCache` with per-sequence positions); every request in a slot
-   gets one token.
+1. prefill: waiting requests enter while slots are free, and are prefilled in order, at most `prefill_chunk`
+   positions a step (`llmperf.prefills`: newcomers together in one pass while their padding stays small, a long
+   prompt in pieces over several steps, the batch decoding between them). A prompt's last pass gives its first token
+   (its TTFT is its wait plus its prefill), and its keys and values are copied into a slot;
+2. decode: one forward pass over the busy slots, each sequence at its own position (`KVCache` with per-sequence
+   positions); every request in a slot gets one token.
 
 Which requests may enter decides the policy:
 
-- "continuous" (iteration-level scheduling, as in Orca and vLLM): a slot freed
-  by a finished request is refilled at the very next step;
-- "static": a batch is admitted together and runs until its last request ends;
-  newcomers wait for the whole batch, however short their own request.
+- "continuous" (iteration-level scheduling, as in Orca and vLLM): a slot freed by a finished request is refilled at
+  the very next step;
+- "static": a batch is admitted together and runs until its last request ends; newcomers wait for the whole batch,
+  however short their own request.
 
-Every token is timestamped (time.perf_counter(), after the device finished it)
-so that `llmperf.metrics` can compute TTFT, TPOT and the rest. The busy slots
-are always the first ones: when a request ends, the last busy slot's sequence
-moves into its place (its keys and values are copied), so a decode step runs on
-exactly as many rows as there are requests (`KVCache.first`), and one request
-alone is decoded at batch 1.
+Every token is timestamped (time.perf_counter(), after the device finished it) so that `llmperf.metrics` can compute
+TTFT, TPOT and the rest. The busy slots are always the first ones: when a request ends, the last busy slot's
+sequence moves into its place (its keys and values are copied), so a decode step runs on exactly as many rows as
+there are requests (`KVCache.first`), and one request alone is decoded at batch 1.
 
-`prefills` counts the steps run so far by how many newcomers each admitted
-(0 for a step that admitted none), so a run can say how often newcomers
-interrupted the batch, and how many at a time (a step's newcomers are prefilled
-in it, or from it on, where they exceed its `prefill_chunk`). `finished` counts
-the requests ended by finish reason, `prompt_tokens` the prompt tokens
-prefilled and `generated_tokens` every token generated; the server exports them
-(/metrics).
+`prefills` counts the steps run so far by how many newcomers each admitted (0 for a step that admitted none), so a
+run can say how often newcomers interrupted the batch, and how many at a time. `finished` counts the requests ended
+by finish reason, `prompt_tokens` the prompt tokens prefilled and `generated_tokens` every token generated; the
+server exports them (/metrics).
 
-The engine is driven from one thread (`step`, or `run` until idle); `submit` and
-`cancel` may be called from any thread.
+The engine is driven from one thread (`step`, or `run` until idle); `submit` and `cancel` may be called from any
+thread.
 """
 
 from __future__ import annotations
@@ -55,7 +46,7 @@ from . import params
 from .device import synchronize
 from .generation import decode_step, new_cache, prefill, sample
 from .model import Transformer
-from .prefills import PREFILL_CHUNK, Prefill, prefill_groups, prefill_piece
+from .prefills import PREFILL_CHUNK, Prefill, drop, prefill_groups, prefill_piece
 from .request import Request
 
 POLICIES = ("continuous", "static")
@@ -196,8 +187,7 @@ class Engine:
                 request = self._waiting.popleft()
                 if request.id in self._cancelled:
                     self._cancelled.discard(request.id)
-                    request.finish_reason = "cancelled"
-                    self.finished["cancelled"] += 1
+                    self._end(request, "cancelled")
                     continue
                 return request
         return None
@@ -206,23 +196,13 @@ class Engine:
         with self._lock:
             cancelled, self._cancelled = self._cancelled, set()
         for i in reversed(range(self._busy)):  # from the end: freeing a slot moves only later ones
-            s = self.slots[i]
-            if s.request.id in cancelled:
-                s.request.finish_reason = "cancelled"
-                self.finished["cancelled"] += 1
+            if self.slots[i].request.id in cancelled:
+                self._end(self.slots[i].request, "cancelled")
+                cancelled.discard(self.slots[i].request.id)
                 self._free(i)
-                cancelled.discard(s.request.id)
-        for p in list(self._prefilling):
-            gone = [r for r in p.requests if r.id in cancelled]
-            for r in gone:
-                r.finish_reason = "cancelled"
-                self.finished["cancelled"] += 1
-                cancelled.discard(r.id)
-            if gone:
-                p.requests = [r for r in p.requests if r.finish_reason is None]
-                p.cache, p.done = None, 0  # begun only if alone, and then gone: the rest start afresh
-                if not p.requests:
-                    self._prefilling.remove(p)
+        for request in drop(self._prefilling, cancelled):
+            self._end(request, "cancelled")
+            cancelled.discard(request.id)
         with self._lock:
             self._cancelled |= cancelled  # still waiting: dropped when it would be admitted
 
@@ -273,7 +253,7 @@ class Engine:
             if p in self._prefilling:
                 self._prefilling.remove(p)
             if len(p.requests) == 1:
-                self._end(p.requests[0], e)  # this request's own failure: the others never see it
+                self._end(p.requests[0], "error", e)  # this request's own failure: the others never see it
             else:
                 self._prefilling.extendleft(Prefill([r]) for r in reversed(p.requests))
             return []
@@ -318,12 +298,14 @@ class Engine:
 
     def _fail(self, i: int, error: Exception) -> None:
         """End slot i's request with finish reason "error", saying what failed, and free the slot."""
-        self._end(self.slots[i].request, error)
+        self._end(self.slots[i].request, "error", error)
         self._free(i)
 
-    def _end(self, request: Request, error: Exception) -> None:
-        request.finish_reason, request.error = "error", f"{type(error).__name__}: {error}"
-        self.finished["error"] += 1
+    def _end(self, request: Request, reason: str, error: Exception | str | None = None) -> None:
+        """End `request` with finish reason `reason` ("cancelled", "error") and count it; an error says what failed."""
+        request.finish_reason = reason
+        request.error = f"{type(error).__name__}: {error}" if isinstance(error, Exception) else error
+        self.finished[reason] += 1
 
     def fail_all(self, reason: str, waiting: bool = True) -> list[Request]:
         """End every request decoding or admitted to be prefilled (and, with `waiting`, every one still queued
@@ -337,8 +319,7 @@ class Engine:
         self.slots, self._prefilling = [None] * self.max_batch, deque()
         ended += queued
         for request in ended:
-            request.finish_reason, request.error = "error", reason
-            self.finished["error"] += 1
+            self._end(request, "error", reason)
         return ended
 
     def _emit(self, i: int, token: int) -> list[tuple[Request, int, float]]:
