@@ -6,7 +6,13 @@ within 5 ms of the server's on the mean and 10 ms at p99; the test prints what i
 What remains of the difference is the stub's clock starting when it reads the request's bytes, after the
 client's starts (llmperf.bench's `send` starts it as the head goes out), and the two event loops taking turns.
 Starting the client's clock before httpx's own work, or letting the first requests open their connections and
-meet the stub's first-use costs, each made TTFT several milliseconds too long (the test prints the errors)."""
+meet the stub's first-use costs, each made TTFT several milliseconds too long (the test prints the errors).
+
+A bias in the client's clock shows in every run; a hiccup of the host (a virtual machine's stolen time, a
+collection in a large process) shows in one. One pause of about 15 ms delays the tokens of all four streams:
+more than 1 % of the 264 gaps, and the p99 of the 24 TTFTs is close to their largest. That happened in about one
+run in five on an idle 2-core host, so the test measures up to three times and needs one run within the bounds;
+a bias fails all three."""
 
 import asyncio
 import json
@@ -29,11 +35,12 @@ def stub():
         yield url
 
 
-def errors_ms(records, truth) -> dict[str, list[float]]:
-    """Client minus server, in ms, for each request's TTFT and E2E and each of its inter-token gaps."""
+def errors_ms(records, truth, first: int) -> dict[str, list[float]]:
+    """Client minus server, in ms, for each request's TTFT and E2E and each of its inter-token gaps; request i's
+    prompt is [first + i]."""
     out = {"TTFT": [], "ITL": [], "E2E": []}
     for i, r in enumerate(records):
-        t = truth[json.dumps([1000 + i])]
+        t = truth[json.dumps([first + i])]
         ours, theirs = r.token_times, t["tokens"]
         assert len(ours) == len(theirs) == TOKENS
         out["TTFT"].append(1e3 * ((ours[0] - r.sent) - (theirs[0] - t["arrived"])))
@@ -45,12 +52,17 @@ def errors_ms(records, truth) -> dict[str, list[float]]:
 def test_the_load_generator_sees_what_the_server_did(stub):
     # Four warm-up requests first, as a reader would send them: a fresh server's first requests pay for what it
     # sets up on first use (this stub's first streamed answer took about 14 ms longer to start).
-    records = asyncio.run(run(f"{stub}/v1", "stub", [[1000 + i] for i in range(24)], TOKENS, concurrency=4,
-                              show_progress=False, warmups=4))
-    assert all(r.ok for r in records)
-    errors = errors_ms(records, httpx.get(f"{stub}/truth").json())
-    measured = {k: (statistics.fmean(v), percentile([abs(e) for e in v], 99)) for k, v in errors.items()}
-    said = "; ".join(f"{k} off by {mean:+.2f} ms on the mean, {p99:.2f} ms at p99" for k, (mean, p99) in measured.items())
-    print(f"\nllmperf.bench against the stub's own clock, 4 clients: {said}")
-    for name, (mean, p99) in measured.items():
-        assert abs(mean) < 5 and p99 < 10, said
+    runs = []
+    for attempt in range(3):
+        first = 1000 + 100 * attempt  # fresh prompts: the stub keys its truth by prompt
+        records = asyncio.run(run(f"{stub}/v1", "stub", [[first + i] for i in range(24)], TOKENS, concurrency=4,
+                                  show_progress=False, warmups=4))
+        assert all(r.ok for r in records)
+        errors = errors_ms(records, httpx.get(f"{stub}/truth").json(), first)
+        measured = {k: (statistics.fmean(v), percentile([abs(e) for e in v], 99)) for k, v in errors.items()}
+        runs.append("; ".join(f"{k} off by {mean:+.2f} ms on the mean, {p99:.2f} ms at p99"
+                              for k, (mean, p99) in measured.items()))
+        print(f"\nllmperf.bench against the stub's own clock, 4 clients, run {attempt + 1}: {runs[-1]}")
+        if all(abs(mean) < 5 and p99 < 10 for mean, p99 in measured.values()):
+            return
+    pytest.fail("no run of three came within 5 ms on the mean and 10 ms at p99:\n" + "\n".join(runs))
