@@ -2,11 +2,12 @@
 
 import copy
 
+import numpy as np
 import pytest
 import torch
 
 from llmperf import generate
-from llmperf.fast import fuse
+from llmperf.fast import blas, fuse
 from llmperf.generation import new_cache
 from llmperf.kv_cache import CacheOverflowError
 from tests.test_model import cached_logits
@@ -179,16 +180,30 @@ def test_smollm2_wo_is_padded_for_two_threads(smollm2, threads, monkeypatch):
         assert torch.equal(attn.wo.weight, wo) and attn.wo.weight.data_ptr() == attn.wo_padded.data_ptr()
 
 
-def test_openblas_threads_follows_its_environment_variables(monkeypatch):
-    from llmperf.fast import openblas_threads
+def test_available_threads_follows_openblas_environment_variables(monkeypatch):
+    from llmperf.fast import available_threads
 
     for name in ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS"):
         monkeypatch.delenv(name, raising=False)
-    assert openblas_threads() >= 1
+    assert available_threads() >= 1
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
-    assert openblas_threads() == 3
+    assert available_threads() == 3
     monkeypatch.setenv("OPENBLAS_NUM_THREADS", "1")  # OpenBLAS's own variable wins
-    assert openblas_threads() == 1
+    assert available_threads() == 1
+
+
+@pytest.mark.skipif(not blas.can_limit_threads(), reason="NumPy's BLAS here is not an OpenBLAS threadpoolctl can "
+                    "steer, so the thread count of its products cannot be set")
+def test_limit_threads_sets_what_openblas_runs_on():
+    before = blas.openblas_threads()
+    try:
+        blas.limit_threads(1)
+        assert blas.openblas_threads() == 1
+        x = np.arange(12, dtype=np.float32)
+        assert np.array_equal(np.ones((3, 12), np.float32) @ x, np.full(3, x.sum()))  # still computes
+    finally:
+        blas.limit_threads(before)
+    assert blas.openblas_threads() == before
 
 
 def test_fused_model_refuses_to_be_moved(tiny):

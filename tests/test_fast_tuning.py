@@ -4,7 +4,7 @@ this host, kept per host, and the model computes the same function whichever is 
 import pytest
 import torch
 
-from llmperf.fast import fuse, numpy_step, packing, tuning
+from llmperf.fast import blas, fuse, numpy_step, packing, tuning
 from llmperf.fast.fused import matrices
 from llmperf.generation import new_cache
 from tests.test_model import cached_logits
@@ -13,12 +13,18 @@ from tests.test_model import cached_logits
 @pytest.fixture(autouse=True)
 def fresh_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("LLMPERF_CACHE_DIR", str(tmp_path))
+    threads = blas.openblas_threads()
+    yield
+    blas.limit_threads(threads)  # a test's choice of threads must not slow the tests after it
 
 
 def faster(way: str, calls: list):
     """A stand-in for `tuning.time_in_step` that times `way` at 1 ms a step and every other at 2 ms, installing
-    none of them, and counts its calls."""
+    none of them, and counts its calls. Thread counts (`fused.measured_threads`) are counted only if `way` names
+    one; otherwise every thread OpenBLAS starts is fastest, as a real measurement finds on most hosts."""
     def time_in_step(step, install, arrays, cache):
+        if "thread" in next(iter(arrays)) and "thread" not in way:
+            return {w: 1e-3 if w == tuning.threads_name(blas.available_threads()) else 2e-3 for w in arrays}
         calls.append(sorted(arrays))
         return {w: 1e-3 if w == way else 2e-3 for w in arrays}
 
@@ -33,7 +39,7 @@ def test_the_choice_follows_the_measurement_and_is_kept_per_host(tiny, monkeypat
     assert fast.layers[0].attention.wqkv.weight.t().is_contiguous()  # input-major, as measured
     monkeypatch.setattr(tuning, "time_in_step", faster("output-major", calls))
     assert fuse(tiny).layers[0].attention.wqkv.weight.t().is_contiguous() and len(calls) == 5  # kept
-    monkeypatch.setattr(tuning, "host_key", lambda: "another processor | another BLAS | 2 threads")
+    monkeypatch.setattr(tuning, "host_key", lambda threads=None: "another processor | another BLAS | 2 threads")
     assert fuse(tiny).layers[0].attention.wqkv.weight.is_contiguous() and len(calls) == 10  # measured again
     assert "wqkv 128x64: output-major (step: input-major 2.00 ms, output-major 1.00 ms)" in tuning.report()
 
@@ -60,13 +66,12 @@ def test_a_real_measurement_in_the_step_chooses_among_the_candidates(tiny):
     chosen = tuning.kept(matrices(tiny))
     assert set(chosen) == {"wqkv", "wo", "w13", "w2", "head"} and set(chosen.values()) <= set(tuning.WAYS)
     for seen in tuning.timings().values():
-        assert seen["chosen"] == min(seen["step seconds"], key=seen["step seconds"].get)
+        chosen = tuning.threads_name(seen["chosen"]) if isinstance(seen["chosen"], int) else seen["chosen"]
+        assert chosen == min(seen["step seconds"], key=seen["step seconds"].get)
     assert "measured in the step here" in tuning.report()
 
 
 def test_padding_is_a_candidate_only_where_it_lifts_a_matrix_over_the_line(monkeypatch):
-    from llmperf.fast import blas
-
     monkeypatch.setattr(blas, "numpy_uses_openblas", lambda: True)
     monkeypatch.setattr(blas, "openblas_threads", lambda: 2)
     assert tuning.candidates(576, 576, paddable=True) == list(tuning.WAYS)
@@ -86,8 +91,6 @@ def test_a_cache_that_cannot_be_read_is_measured_again(tiny, monkeypatch):
 
 
 def test_the_host_key_names_what_a_choice_depends_on(monkeypatch):
-    from llmperf.fast import blas
-
     key = tuning.host_key()
     assert blas.numpy_blas() in key and f"{blas.openblas_threads()} threads" in key
     monkeypatch.setattr(blas, "openblas_threads", lambda: 7)
@@ -110,7 +113,7 @@ def test_packing_follows_the_measurement_and_is_kept_per_host(tiny, monkeypatch)
     measured = len(calls)
     monkeypatch.setattr(tuning, "time_in_step", faster("plain", calls))
     assert fuse(tiny, pack=True).output.packed is not None and len(calls) == measured  # kept: not measured again
-    monkeypatch.setattr(tuning, "host_key", lambda: "another processor | another BLAS | 2 threads")
+    monkeypatch.setattr(tuning, "host_key", lambda threads=None: "another processor | another BLAS | 2 threads")
     plain = fuse(tiny, pack=True)
     assert all(layer.packed is None for layer in plain.linears()) and len(calls) > measured  # measured again
     assert "several rows: wqkv 128x64" in tuning.report() and ": plain (step: plain 1.00 ms" in tuning.report()
@@ -163,5 +166,45 @@ def test_a_batch_steps_products_get_the_fewest_rows_measured_and_the_same_answer
     assert len(given) == 4 * tiny.cfg.n_layers + 1 and set(given) == {rows}  # every product was given `rows` rows
     assert torch.allclose(padded, plain, atol=1e-5) and torch.allclose(caches[1].k, caches[0].k, atol=1e-6)
     monkeypatch.setattr(tuning, "time_in_step", faster("2 rows", calls))
-    monkeypatch.setattr(tuning, "host_key", lambda: "another processor | another BLAS | 2 threads")
+    monkeypatch.setattr(tuning, "host_key", lambda threads=None: "another processor | another BLAS | 2 threads")
     assert fuse(tiny, pack=True).numpy_step.fewest_rows == 1  # two rows measured fastest: no padding
+
+
+@pytest.mark.parametrize("available, counts", [(1, [1]), (2, [1, 2]), (6, [1, 2, 4, 6]), (8, [1, 2, 4, 8])])
+def test_thread_counts_timed(available, counts):
+    assert tuning.thread_counts(available) == counts
+
+
+needs_openblas = pytest.mark.skipif(not blas.can_limit_threads() or blas.available_threads() < 2, reason=(
+    "the thread count is measured where OpenBLAS would start two threads or more and threadpoolctl can set it"))
+
+
+@needs_openblas
+@pytest.mark.parametrize("fastest", [1, 2])
+def test_the_thread_count_follows_the_measurement_and_is_kept_per_host(tiny, fastest, monkeypatch):
+    """The step's products run on the thread count measured fastest (here a stand-in measurement decides),
+    which is kept under the threads OpenBLAS would start; the layouts are measured for that count."""
+    calls = []
+    monkeypatch.setattr(tuning, "time_in_step", faster(tuning.threads_name(fastest), calls))
+    fuse(tiny)
+    assert calls[0] == sorted(tuning.threads_name(n) for n in tuning.thread_counts(blas.available_threads()))
+    assert blas.openblas_threads() == fastest
+    assert tuning.kept_choice(tuning.THREADS, matrices(tiny), threads=blas.available_threads()) == fastest
+    assert f"{fastest} threads" in tuning.host_key() and tuning.kept(matrices(tiny)) is not None
+    assert "threads: wqkv 128x64" in tuning.report()
+    blas.limit_threads(blas.available_threads())
+    measured = len(calls)
+    monkeypatch.setattr(tuning, "time_in_step", faster(tuning.threads_name(3 - fastest), calls))
+    fast = fuse(tiny)
+    assert blas.openblas_threads() == fastest and len(calls) == measured  # kept: not measured again
+    blas.limit_threads(3 - fastest)  # as another model's choice would
+    fast.numpy_step(1, 0, new_cache(tiny, 1, 4))
+    assert blas.openblas_threads() == fastest  # each step runs on its model's count
+
+
+@needs_openblas
+def test_a_real_measurement_of_threads_keeps_the_fastest(tiny):
+    fuse(tiny)
+    seen = tuning.timings()[tuning.choice_key(tuning.THREADS, matrices(tiny))]
+    best = min(seen["step seconds"], key=seen["step seconds"].get)
+    assert tuning.threads_name(seen["chosen"]) == best and blas.openblas_threads() == seen["chosen"]

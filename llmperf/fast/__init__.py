@@ -70,13 +70,13 @@ to count a step's ops, and time the NumPy step with `profiling.numpy_step_times`
 The package's modules: `fused` (the fused layers, `FusedTransformer`, `fuse`),
 `numpy_step` (`NumpyDecodeStep`), `blas` (what OpenBLAS does with a gemv),
 `packing` (weights packed once for products of several rows) and `tuning` (the
-layouts and the packing, measured on this host and kept).
+thread count, the layouts and the packing, measured on this host and kept).
 """
 
 from __future__ import annotations
 
-from .blas import (OPENBLAS_ONE_THREAD_BELOW, input_major, numpy_blas, numpy_uses_openblas,  # noqa: F401
-                   openblas_threads, threaded_gemv_rows)
+from .blas import (OPENBLAS_ONE_THREAD_BELOW, available_threads, input_major, limit_threads,  # noqa: F401
+                   numpy_blas, numpy_uses_openblas, openblas_threads, threaded_gemv_rows)
 from .fused import FusedAttention, FusedFeedForward, FusedTransformer, fuse, linear  # noqa: F401
 from .numpy_step import NumpyDecodeStep, no_lap  # noqa: F401
 from . import packing, tuning  # noqa: F401

@@ -3,7 +3,9 @@
 OpenBLAS (in NumPy's PyPI wheels) gives a small gemv one thread, and has two gemv
 kernels, chosen by the matrix's layout. `threaded_gemv_rows` and `input_major`
 are the two ways of storing a matrix other than as it is; `tuning` measures which
-one this host multiplies fastest.
+one this host multiplies fastest. How many threads OpenBLAS runs a product on is
+read and set with threadpoolctl (`openblas_threads`, `limit_threads`); `tuning`
+measures that too.
 """
 
 from __future__ import annotations
@@ -33,13 +35,55 @@ def numpy_uses_openblas() -> bool:
     return "openblas" in numpy_blas().lower()
 
 
-def openblas_threads() -> int:
+def available_threads() -> int:
     """The threads OpenBLAS starts: $OPENBLAS_NUM_THREADS (or $GOTO_NUM_THREADS, $OMP_NUM_THREADS) if set, else
     one per core this process may run on. PyTorch's own count (torch.set_num_threads) does not change it."""
     for name in ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS"):
         if os.environ.get(name, "").strip().isdigit():
             return max(1, int(os.environ[name]))
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+@functools.cache
+def _openblas():
+    """threadpoolctl's handle on NumPy's OpenBLAS, which reads and sets its thread count; None for another BLAS
+    (then nothing here can change how many threads a product runs on), or where threadpoolctl is missing (a
+    machine that got llmperf's wheel without its dependencies)."""
+    try:
+        from threadpoolctl import ThreadpoolController
+    except ImportError:
+        return None
+    if not numpy_uses_openblas():
+        return None
+    found = ThreadpoolController().select(internal_api="openblas")
+    return found if found.lib_controllers else None
+
+
+def can_limit_threads() -> bool:
+    """Can `limit_threads` change the threads NumPy's products run on (NumPy's BLAS is OpenBLAS, and
+    threadpoolctl found it)?"""
+    return _openblas() is not None
+
+
+def openblas_threads() -> int:
+    """The threads NumPy's OpenBLAS runs a product on now: what it started with (`available_threads`), unless
+    `limit_threads` changed it since (threadpoolctl asks OpenBLAS itself)."""
+    found = _openblas()
+    return found.lib_controllers[0].get_num_threads() if found is not None else available_threads()
+
+
+def limit_threads(threads: int) -> None:
+    """Run NumPy's OpenBLAS products on `threads` threads from now on, in the whole process (threadpoolctl, which
+    calls OpenBLAS's own openblas_set_num_threads). Nothing happens with another BLAS."""
+    found = _openblas()
+    if found is not None:
+        found.limit(limits=threads)
+
+
+def use_threads(threads: int) -> None:
+    """`limit_threads(threads)`, unless OpenBLAS runs on that many already (asking costs a few µs)."""
+    if openblas_threads() != threads:
+        limit_threads(threads)
 
 
 def threaded_gemv_rows(rows: int, cols: int, threads: int) -> int:

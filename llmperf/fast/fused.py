@@ -91,6 +91,28 @@ def measured_layouts(model: Transformer) -> dict[str, str]:
 
 
 @torch.no_grad()
+def measured_threads(model: Transformer) -> int:
+    """How many threads OpenBLAS runs the NumPy step's products on, on this host: kept from an earlier
+    measurement, or measured now, whole batch-1 steps (the first guess's layouts) at each of
+    `tuning.thread_counts`, in turns (`tuning.time_in_step`), and kept. Leaves OpenBLAS on it (for the layouts'
+    measurement; the model's steps set it as they start: `NumpyDecodeStep.threads`). Returns it."""
+    from ..generation import new_cache
+
+    available, shapes = blas.available_threads(), matrices(model)
+    chosen = tuning.kept_choice(tuning.THREADS, shapes, threads=available)
+    counts = tuning.thread_counts(available) if blas.can_limit_threads() else [available]
+    if chosen is None and len(counts) > 1:
+        blas.limit_threads(available)  # the first guess's padding, as for the threads OpenBLAS starts
+        step = FusedTransformer(model, {name: tuning.first_guess(*shape) for name, shape in shapes.items()}).numpy_step
+        ways = {tuning.threads_name(n): n for n in counts}
+        seconds = tuning.time_in_step(step, blas.limit_threads, ways, new_cache(model, 1, 32))
+        chosen = ways[min(seconds, key=seconds.get)]
+        tuning.keep_choice(tuning.THREADS, shapes, chosen, seconds, threads=available)
+    blas.limit_threads(chosen or available)
+    return chosen or available
+
+
+@torch.no_grad()
 def measured_products(fused: "FusedTransformer", packs: dict) -> str:
     """Measure how this host multiplies several rows (a 32-token prefill and a decode step of 4 sequences,
     timed together): by the weights packed once ("packed": `packs`, {layer: its packed weight}) or by PyTorch's
@@ -214,8 +236,14 @@ class FusedTransformer(Transformer):
         with torch.device("meta"):
             super().__init__(model.cfg)
         for_numpy = model.dtype == torch.float32 and model.device.type == "cpu"  # its decode steps: NumPy
-        # How each kind of matrix is stored for NumPy: given, or as this host multiplies it fastest (measured once)
-        ways = (ways or measured_layouts(model)) if for_numpy else None
+        # How each kind of matrix is stored for NumPy: given, or as this host multiplies it fastest (measured once,
+        # after the thread count OpenBLAS runs them on)
+        threads = None
+        if not for_numpy:
+            ways = None
+        elif ways is None:
+            threads = measured_threads(model)
+            ways = measured_layouts(model)
         self.tok_embeddings, self.norm = model.tok_embeddings, model.norm
         for block, plain in zip(self.layers, model.layers):
             block.attention_norm, block.ffn_norm = plain.attention_norm, plain.ffn_norm
@@ -225,6 +253,8 @@ class FusedTransformer(Transformer):
         self.output = linear(stored(model.output.weight, ways and ways["head"])[0])
         self.rope_cos, self.rope_sin = model.rope_cos, model.rope_sin
         self.numpy_step = NumpyDecodeStep(self) if for_numpy else None
+        if threads is not None:
+            self.numpy_step.threads = threads  # its steps run OpenBLAS on them, whatever another model set
 
     def linears(self) -> list[Linear]:
         """Every product's layer: each block's wqkv, wo, w13 and w2, and the LM head."""

@@ -15,6 +15,7 @@ import torch
 
 from ..cost import ATTENTION, KV_WRITE, LM_HEAD, NORMS, OTHER, PROJECTIONS
 from ..kv_cache import KVCache
+from . import blas
 
 if TYPE_CHECKING:
     from .fused import FusedTransformer
@@ -55,6 +56,8 @@ class NumpyDecodeStep:
                              for b in model.layers]
         self.batch_head = model.output
         self.fewest_rows = 1  # a batch's products get zero rows up to this many (`product`; measured by the server)
+        # OpenBLAS's threads for the products, set as each step starts (fused.measured_threads); None: as they are
+        self.threads: int | None = None
         half = cfg.head_dim // 2
         # RoPE's rotate-half, out = x·cos + [-x₂, x₁]·sin, as x·cos + swap(x)·sin_signed: each head's two halves
         # swapped by a view, and the sign folded into a copy of the sine table (max_seq_len, 2, hd/2).
@@ -90,6 +93,8 @@ class NumpyDecodeStep:
         d, H, Hkv, hd = cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
         keys, values = cache.k.numpy(), cache.v.numpy()  # (L, B, Hkv, capacity, hd): the cache's own memory
         cos, sin = self.cos[pos], self.sin_signed[pos]  # (2, hd/2) each
+        if self.threads is not None:
+            blas.use_threads(self.threads)  # another fused model in this process may have set another count
         x = self.embedding[token]  # (d,), a view: every update below makes a new x
         lap(OTHER)
         for i, (norm1, wqkv, wo, norm2, w13, w2) in enumerate(self.layers):

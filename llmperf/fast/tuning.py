@@ -20,6 +20,13 @@ rows can take longer than one of three or four (a library's kernel for few rows 
 `fused.measured_fewest_rows` times a two-row step with its products given 2, 3 and 4 rows (zero rows appended)
 and keeps the fastest (`kept_choice(FEWEST_ROWS, ...)`).
 
+Before all of these, the thread count: a memory-bound product needs enough threads to draw the memory's
+bandwidth, and every thread more must be woken and waited for at each of the step's products (four a layer, and the head).
+`fused.measured_threads` times whole batch-1 steps with OpenBLAS on each of `thread_counts` (1, 2, 4, ... and
+every thread it would start), in turns, keeps the fastest (`kept_choice(THREADS, ...)`, keyed by the threads
+OpenBLAS would start); the model's steps run OpenBLAS on it (`NumpyDecodeStep.threads`, `blas.use_threads`). The
+layouts are then measured, and kept, for that count.
+
 The answers are kept in a JSON file (~/.cache/llmperf/numpy-step-layouts.json, or under $LLMPERF_CACHE_DIR),
 keyed by what they depend on: the processor's model name and its vector and matrix flags, NumPy's BLAS with its version
 (and the kernels $OPENBLAS_CORETYPE forces), OpenBLAS's thread count, and each matrix's shape. A new processor,
@@ -44,13 +51,13 @@ OpenBLAS's one-thread line whose extra outputs the step cuts off (wo's)."""
 ROUNDS, STEPS = 4, 5  # per kind of matrix: rounds of STEPS timed steps for each way, the ways in turn
 
 
-def host_key() -> str:
+def host_key(threads: int | None = None) -> str:
     """What a choice depends on, as one string: the processor, its flags of `host.CPU_FLAGS`, NumPy's BLAS (and the
-    kernels $OPENBLAS_CORETYPE forces, if set), its threads."""
+    kernels $OPENBLAS_CORETYPE forces, if set), its threads (`threads`, else those it runs on now)."""
     flags = sorted(cpu_flags() & set(CPU_FLAGS))
     kernels = os.environ.get("OPENBLAS_CORETYPE")  # OpenBLAS told to use another processor's kernels
     return (f"{cpu_name()} [{' '.join(flags)}] | {blas.numpy_blas()}" + (f" ({kernels} kernels)" if kernels else "")
-            + f" | {blas.openblas_threads()} threads")
+            + f" | {threads or blas.openblas_threads()} threads")
 
 
 def cache_file() -> Path:
@@ -106,10 +113,22 @@ def keep(shapes: dict[str, tuple[int, int, bool]], ways: dict[str, str], seconds
            for name, shape in shapes.items()})
 
 
-PRODUCTS, FEWEST_ROWS = "several rows", "fewest rows"
+PRODUCTS, FEWEST_ROWS, THREADS = "several rows", "fewest rows", "threads"
 """What `kept_choice` and `keep_choice` keep for a model's matrices: how products of several rows are run
-("packed" or "plain", `fused.measured_products`), and the fewest rows a batch step's products are given
-(`fused.measured_fewest_rows`)."""
+("packed" or "plain", `fused.measured_products`), the fewest rows a batch step's products are given
+(`fused.measured_fewest_rows`), and the threads OpenBLAS runs the step's products on (`fused.measured_threads`)."""
+
+
+def thread_counts(available: int) -> list[int]:
+    """The thread counts worth timing where OpenBLAS would start `available` threads: 1, 2, 4, ... below it, and
+    `available` itself."""
+    counts = [1 << i for i in range(available.bit_length()) if 1 << i < available]
+    return counts + [available]
+
+
+def threads_name(threads: int) -> str:
+    """A thread count as `report` prints it: "1 thread", "4 threads"."""
+    return f"{threads} thread" + ("s" if threads != 1 else "")
 
 
 def choice_key(what: str, shapes: dict[str, tuple[int, int, bool]]) -> str:
@@ -117,19 +136,22 @@ def choice_key(what: str, shapes: dict[str, tuple[int, int, bool]]) -> str:
     return f"{what}: " + ", ".join(key(name, *shape) for name, shape in shapes.items())
 
 
-def kept_choice(what: str, shapes: dict[str, tuple[int, int, bool]]):
-    """The choice `what` kept for this host and these matrices, or None if not measured yet."""
-    return _load().get(host_key(), {}).get(choice_key(what, shapes), {}).get("chosen")
+def kept_choice(what: str, shapes: dict[str, tuple[int, int, bool]], threads: int | None = None):
+    """The choice `what` kept for this host (`host_key(threads)`) and these matrices, or None if not measured
+    yet."""
+    return _load().get(host_key(threads), {}).get(choice_key(what, shapes), {}).get("chosen")
 
 
-def keep_choice(what: str, shapes: dict[str, tuple[int, int, bool]], chosen, seconds: dict[str, float]) -> None:
-    """Keep this host's choice `what` for these matrices, and what each candidate was measured at."""
-    _keep({choice_key(what, shapes): {"chosen": chosen, "step seconds": seconds}})
+def keep_choice(what: str, shapes: dict[str, tuple[int, int, bool]], chosen, seconds: dict[str, float],
+                threads: int | None = None) -> None:
+    """Keep this host's (`host_key(threads)`) choice `what` for these matrices, and what each candidate was
+    measured at."""
+    _keep({choice_key(what, shapes): {"chosen": chosen, "step seconds": seconds}}, host_key(threads))
 
 
-def _keep(records: dict[str, dict]) -> None:
+def _keep(records: dict[str, dict], host: str | None = None) -> None:
     everything = _load()
-    everything.setdefault(host_key(), {}).update(records)
+    everything.setdefault(host or host_key(), {}).update(records)
     try:
         cache_file().parent.mkdir(parents=True, exist_ok=True)
         cache_file().write_text(json.dumps(everything, indent=1))
@@ -154,8 +176,9 @@ def time_in_step(step, install, arrays: dict[str, object], cache) -> dict[str, f
 
 
 def timings() -> dict[str, dict]:
-    """This host's choices and what they were measured at: {matrix: {"chosen": way, "step seconds": {way: s}}}."""
-    return _load().get(host_key(), {})
+    """This host's choices and what they were measured at: {matrix: {"chosen": way, "step seconds": {way: s}}};
+    the thread count first, kept under the threads OpenBLAS would start."""
+    return {**_load().get(host_key(blas.available_threads()), {}), **_load().get(host_key(), {})}
 
 
 def report() -> str:
