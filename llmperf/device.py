@@ -13,6 +13,7 @@ import platform
 import torch
 
 from .host import cpu_flags, cpu_name  # noqa: F401  (cpu_flags: part of this module's API)
+from .prefills import default_chunk
 
 # The floating-point dtypes the model runs in, by the name a reader types (--dtype float32).
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -119,6 +120,14 @@ def total_memory_bytes(device: torch.device) -> int:
     if device.type == "cuda":
         return int(torch.cuda.get_device_properties(device).total_memory)
     return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def prefill_chunk(device: torch.device) -> int:
+    """The positions a serving step prefills by default on `device` (`prefills.default_chunk`: llama.cpp's 512 on a
+    CPU; on a GPU, vLLM's server budget by the GPU's memory and name)."""
+    if device.type != "cuda":
+        return default_chunk(device.type)
+    return default_chunk("cuda", total_memory_bytes(device), device_name(device))
 
 
 def environment(device: "torch.device | str | None" = None, dtype: torch.dtype = torch.float32) -> dict:

@@ -5,9 +5,9 @@ number of tokens to generate, and each user wants tokens as soon as they exist. 
 one per sequence in flight, in one KV cache, and repeats one step:
 
 1. prefill: waiting requests enter while slots are free, and are prefilled in order, at most `prefill_chunk`
-   positions a step (`llmperf.prefills`: newcomers together in one pass while their padding stays small, a long
-   prompt in pieces over several steps, the batch decoding between them). A prompt's last pass gives its first token
-   (its TTFT is its wait plus its prefill), and its keys and values are copied into a slot;
+   positions a step (the device's by default; `llmperf.prefills`: newcomers together in one pass while their
+   padding stays small, a long prompt in pieces over several steps, the batch decoding between them). A prompt's
+   last pass gives its first token (its TTFT is its wait plus its prefill), and its keys and values go into a slot;
 2. decode: one forward pass over the busy slots, each sequence at its own position (`KVCache` with per-sequence
    positions); every request in a slot gets one token.
 
@@ -43,10 +43,10 @@ from dataclasses import dataclass
 import torch
 
 from . import params
-from .device import synchronize
+from .device import prefill_chunk as default_prefill_chunk, synchronize
 from .generation import decode_step, new_cache, prefill, sample
 from .model import Transformer
-from .prefills import PREFILL_CHUNK, Prefill, drop, prefill_groups, prefill_piece
+from .prefills import Prefill, drop, prefill_groups, prefill_piece
 from .request import Request
 
 POLICIES = ("continuous", "static")
@@ -66,7 +66,7 @@ class Engine:
     """Continuous (or static) batching of decode steps over `max_batch` slots of up to `capacity` tokens each."""
 
     def __init__(self, model: Transformer, max_batch: int = 8, capacity: int = 1024, policy: str = "continuous",
-                 prefill_chunk: int = PREFILL_CHUNK):
+                 prefill_chunk: int | None = None):
         if policy not in POLICIES:
             raise ValueError(f"Unknown batching policy {policy!r}; choose from {POLICIES}.")
         if max_batch < 1:
@@ -74,10 +74,10 @@ class Engine:
         if not 1 < capacity <= model.cfg.max_seq_len:
             raise ValueError(f"capacity must lie in 2..{model.cfg.max_seq_len} ({model.cfg.name}'s max_seq_len) "
                              f"tokens, got {capacity}.")
-        if prefill_chunk < 1:
+        if prefill_chunk is not None and prefill_chunk < 1:
             raise ValueError(f"prefill_chunk (positions prefilled per step) must be at least 1, got {prefill_chunk}.")
         self.model, self.max_batch, self.capacity, self.policy = model, max_batch, capacity, policy
-        self.prefill_chunk = prefill_chunk
+        self.prefill_chunk = prefill_chunk or default_prefill_chunk(model.device)  # None: the device's default
         self.cache = new_cache(model, max_batch, capacity)
         self.slots: list[_Slot | None] = [None] * max_batch  # busy slots first, then free ones
         self._waiting: deque[Request] = deque()

@@ -4,9 +4,9 @@ in one pass, and how much of them one step runs before it decodes (chunked prefi
 A prefill pass over several prompts padded at the end to the longest reads the weights once for all of them,
 but pads the shorter ones: `prefill_groups` lets a group grow while its padding stays small. Every sequence
 already decoding waits for a step's prefills, so a step runs at most `PREFILL_CHUNK` positions of them
-(`prefill_piece`): a group whole, or a prompt too long for one step in pieces, one a step, with a decode step
-between them. `prefill_steps` counts the steps a burst of newcomers takes, for a chapter to say so; `drop` takes
-cancelled requests out of the queue.
+(`prefill_piece`; how many by default depends on the device: `default_chunk`): a group whole, or a prompt too
+long for one step in pieces, one a step, with a decode step between them. `prefill_steps` counts the steps a
+burst of newcomers takes, for a chapter to say so; `drop` takes cancelled requests out of the queue.
 Pure arithmetic: no torch.
 """
 
@@ -23,10 +23,23 @@ if TYPE_CHECKING:
 
 PREFILL_CHUNK = 512
 """The most positions (rows × the longest prompt, padding included) one step prefills before it decodes, by
-default: as llama.cpp's micro-batch (its n_ubatch, 512) and vLLM's token budget per step (max_num_batched_tokens).
-A newcomer's prefill holds up every sequence already in the batch, so a prompt longer than this is prefilled in
-pieces, one a step (chunked prefill)."""
+default on a CPU: as llama.cpp's micro-batch (its n_ubatch, 512). A newcomer's prefill holds up every sequence
+already in the batch, so a prompt longer than this is prefilled in pieces, one a step (chunked prefill). A GPU
+runs more positions in the time a CPU runs these: `default_chunk`."""
+GPU_CHUNK, LARGE_GPU_CHUNK, LARGE_GPU_BYTES = 2048, 8192, 70 * 2**30
+"""vLLM's token budget per step (max_num_batched_tokens) for its OpenAI-compatible server: 2,048 on a GPU, 8,192
+on one of 70 GiB or more other than an A100 (larger budgets cut an A100's throughput, its code notes)."""
 PADDING = 1.25  # the most positions a pass of newcomers holds per prompt token: padding short prompts wastes work
+
+
+def default_chunk(device_type: str, memory_bytes: int = 0, name: str = "") -> int:
+    """The positions a step prefills by default on a device of this type ("cpu", "cuda", "mps"), memory and name:
+    `PREFILL_CHUNK` on a CPU (llama.cpp's), vLLM's server budget on a GPU (`GPU_CHUNK`; `LARGE_GPU_CHUNK` on a
+    CUDA GPU of `LARGE_GPU_BYTES` or more, not an A100)."""
+    if device_type == "cpu":
+        return PREFILL_CHUNK
+    large = device_type == "cuda" and memory_bytes >= LARGE_GPU_BYTES and "a100" not in name.lower()
+    return LARGE_GPU_CHUNK if large else GPU_CHUNK
 
 
 def prefill_groups(lengths: Sequence[int], positions: int = PREFILL_CHUNK) -> list[list[int]]:

@@ -86,6 +86,8 @@ def test_prefill_bursts_every_branch():
     assert "waits for the whole pass" in burst
     long = serving.prefill_bursts(16, 62, {16: 2, 0: 60}, 32, 100)  # 16 of 100 tokens: passes of 5, 5, 5 and 1
     assert "in 4 passes over 4 steps (a step prefills at most 512 positions" in long
+    on_a_gpu = serving.prefill_bursts(16, 62, {16: 2, 0: 60}, 32, 100, chunk=2048)  # 1,600 positions fit one step
+    assert "in one pass over all their prompts" in on_a_gpu and "512" not in on_a_gpu
     assert "the passes before theirs" in long
     assert "most steps carried" in serving.prefill_bursts(4, 10, {1: 8, 0: 2}, 32, 32)
     spread = serving.prefill_bursts(4, 40, {1: 4, 0: 36}, 32, 32)
@@ -98,6 +100,7 @@ def test_long_prefill_every_branch():
     assert "in one pass and every sequence decoding waits for all of it" in serving.long_prefill(32)
     assert "in 2 pieces of at most 512 positions, one a step" in serving.long_prefill(1024)
     assert "in 4 pieces of at most 256 positions" in serving.long_prefill(1000, 256)
+    assert "it fits one step's prefill (at most 8,192 positions)" in serving.long_prefill(1024, 8192)  # a large GPU's
 
 
 def test_percentiles_add_every_branch():

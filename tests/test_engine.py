@@ -319,6 +319,26 @@ def test_prefill_chunk_must_be_positive(tiny):
         Engine(tiny, capacity=32, prefill_chunk=0)
 
 
+@pytest.mark.parametrize("device_type, gib, name, want", [
+    ("cpu", 64, "AMD EPYC", 512),                     # llama.cpp's micro-batch
+    ("cuda", 44, "NVIDIA L40S", 2048),                # vLLM's OpenAI server on a GPU
+    ("cuda", 139, "NVIDIA H200", 8192),               # ... on one of 70 GiB or more
+    ("cuda", 79, "NVIDIA A100-SXM4-80GB", 2048),      # ... but not an A100, where larger budgets cut throughput
+    ("mps", 128, "Apple GPU (arm64)", 2048),          # a Mac's memory is the system's: no large budget
+])
+def test_the_default_prefill_chunk_comes_from_the_device(device_type, gib, name, want):
+    from llmperf.prefills import default_chunk
+
+    assert default_chunk(device_type, gib * 2**30, name) == want
+
+
+def test_an_engine_prefills_the_devices_default_chunk(tiny):
+    from llmperf.device import prefill_chunk
+
+    assert prefill_chunk(tiny.device) == 512 and Engine(tiny, capacity=32).prefill_chunk == prefill_chunk(tiny.device)
+    assert Engine(tiny, capacity=32, prefill_chunk=7).prefill_chunk == 7
+
+
 def test_the_fused_engine_prefills_in_pieces_to_the_same_tokens(tiny):
     """The fused model's pieces of one token run as its NumPy decode step (a piece of 10 tokens in threes ends
     with one): the tokens are still those of the plain model alone."""

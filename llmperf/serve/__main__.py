@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from ..engine import POLICIES
-from ..prefills import PREFILL_CHUNK
+from ..prefills import GPU_CHUNK, LARGE_GPU_CHUNK, PREFILL_CHUNK
 from . import __doc__ as DOC
 from .server import create_app, serve
 from .worker import in_passing_thread
@@ -24,14 +24,16 @@ def main(argv=None) -> int:
     p.add_argument("--context", type=int, default=2048, help="most tokens (prompt + answer) per request")
     p.add_argument("--policy", choices=POLICIES, default="continuous")
     p.add_argument("--max-queue", type=int, default=256, help="waiting requests before answering 503")
-    p.add_argument("--prefill-chunk", type=int, default=PREFILL_CHUNK, help="most prompt positions prefilled per "
-                   "step before the batch decodes; longer prompts are prefilled in pieces (default: %(default)s)")
+    p.add_argument("--prefill-chunk", type=int, default=None, help="most prompt positions prefilled per step before "
+                   f"the batch decodes; longer prompts are prefilled in pieces (default: {PREFILL_CHUNK} on a CPU, "
+                   f"as llama.cpp; on a GPU {GPU_CHUNK}, or {LARGE_GPU_CHUNK} on one of 70 GiB or more, as vLLM)")
     p.add_argument("--device", default=None)
     p.add_argument("--dtype", choices=DTYPES, default="float32")
     p.add_argument("--plain", action="store_true", help="serve the plain teaching model (model.py) instead of "
                    "its fused form (llmperf.fast), whose float32 CPU decode steps run in NumPy")
     args = p.parse_args(argv)
-    if args.max_batch < 1 or args.max_queue < 1 or args.prefill_chunk < 1 or not 0 < args.port < 65536:
+    chunk_ok = args.prefill_chunk is None or args.prefill_chunk >= 1  # None: the device's default
+    if args.max_batch < 1 or args.max_queue < 1 or not chunk_ok or not 0 < args.port < 65536:
         p.error("need --max-batch >= 1, --max-queue >= 1, --prefill-chunk >= 1 and a port in 1..65535")
     try:
         device = pick_device(args.device)

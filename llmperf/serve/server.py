@@ -35,7 +35,6 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from ..engine import Engine, Request
-from ..prefills import PREFILL_CHUNK
 from ..fast import FusedTransformer
 from .answer import Answer
 from .exported import CONTENT_TYPE, Exported
@@ -96,7 +95,7 @@ async def until_disconnected(http: HTTPRequest) -> None:
 def create_app(model, tokenizer, model_name: str = "smollm2-135m-instruct", max_batch: int = 8,
                capacity: int = 2048, policy: str = "continuous", max_queue: int = 256, max_body: int = MAX_BODY,
                body_timeout: float = BODY_TIMEOUT, idle_timeout: float = IDLE_TIMEOUT, fast: bool = True,
-               prefill_chunk: int = PREFILL_CHUNK) -> Starlette:
+               prefill_chunk: int | None = None) -> Starlette:
     """The Starlette application serving `model` under the name `model_name`.
 
     With `fast` (the default) the engine runs `llmperf.fast.fuse(model, pack=True)` (made once per model and
@@ -105,7 +104,8 @@ def create_app(model, tokenizer, model_name: str = "smollm2-135m-instruct", max_
     once per host); `fast=False` serves the plain teaching model as it is. A body must arrive within
     `body_timeout` s and be at most `max_body` bytes; a connection that has not sent a whole request head within
     `idle_timeout` s of opening (or of its last answer) is closed. A step prefills at most `prefill_chunk`
-    positions of newcomers' prompts before it decodes (`llmperf.prefills`)."""
+    positions of newcomers' prompts before it decodes (`llmperf.prefills`; None: the device's default,
+    `device.prefill_chunk`)."""
     if fast and not isinstance(model, FusedTransformer):
         model = served_model(model)
     engine = Engine(model, max_batch=max_batch, capacity=capacity, policy=policy, prefill_chunk=prefill_chunk)

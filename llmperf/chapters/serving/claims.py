@@ -52,11 +52,12 @@ def limits_met(batches, ttft_p99, tpot_p99, ttft_limit: float, tpot_limit: float
     return f"no batch size in this sweep meets both of {limits}: {why}; {alone}"
 
 
-def prefill_bursts(batch: int, steps: int, prefills: dict[int, int], answer: int, prompt: int) -> str:
+def prefill_bursts(batch: int, steps: int, prefills: dict[int, int], answer: int, prompt: int,
+                   chunk: int = PREFILL_CHUNK) -> str:
     """How the prefills of a closed-loop run at max batch `batch` fell on the engine's `steps` steps:
     `prefills` maps k to the number of steps that admitted k newcomers; every request asked `answer` tokens
-    after a `prompt`-token prompt (so the engine prefills a burst in `prefills.prefill_groups`' passes, over
-    `prefills.prefill_steps` steps)."""
+    after a `prompt`-token prompt (so an engine prefilling at most `chunk` positions a step prefills a burst in
+    `prefills.prefill_groups`' passes, over `prefills.prefill_steps` steps)."""
     bursts = sum(n for k, n in prefills.items() if k > 0)
     total = sum(k * n for k, n in prefills.items())
     largest = max((k for k, n in prefills.items() if n > 0), default=0)
@@ -70,11 +71,11 @@ def prefill_bursts(batch: int, steps: int, prefills: dict[int, int], answer: int
     if largest == 1:
         return (f"{said}, one at a time, about one step in {steps / bursts:.0f}: newcomers arrived spread out, "
                 "and each held up the batch for one prefill")
-    passes, over = len(prefill_groups([prompt] * largest)), prefill_steps([prompt] * largest)
+    passes, over = len(prefill_groups([prompt] * largest, chunk)), prefill_steps([prompt] * largest, chunk)
     how = ("in the same step, together, in one pass over all their prompts that reads the weights once for all of "
            "them, then decode together and finish together, and their replacements arrive as the next burst; every "
            "newcomer of a burst waits for the whole pass" if passes == 1 else
-           f"in {passes} passes over {over} steps (a step prefills at most {PREFILL_CHUNK:,} positions before the "
+           f"in {passes} passes over {over} steps (a step prefills at most {chunk:,} positions before the "
            "batch decodes), then decode together and finish together, and their replacements arrive as the next "
            "burst; a burst's last newcomers wait for the passes before theirs")
     return (f"{said}, {total / bursts:.1f} at a time on average and up to {largest}, about one step in "

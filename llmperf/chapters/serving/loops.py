@@ -12,6 +12,7 @@ import pandas as pd
 
 from ... import bench, metrics
 from ...metrics import RequestRecord
+from ...prefills import PREFILL_CHUNK
 from ...serve import background, create_app
 from ..setup import Setup
 from .claims import long_prefill, omission, percentile_spread
@@ -67,12 +68,14 @@ class Loop:
 @dataclass
 class Loops:
     """The closed loop (`concurrency` clients) and the open loop of the stall workload, whose long request has
-    a `long_prompt`-token prompt and asks for one token."""
+    a `long_prompt`-token prompt and asks for one token, on a server prefilling at most `prefill_chunk` positions
+    a step."""
 
     concurrency: int
     long_prompt: int
     closed: Loop
     open: Loop
+    prefill_chunk: int = PREFILL_CHUNK
 
     @property
     def loops(self) -> tuple[Loop, Loop]:
@@ -97,7 +100,7 @@ class Loops:
 
     def numbers(self) -> dict[str, object]:
         c, o, p, spread = self.closed, self.open, self.percentiles, self.spread
-        return {"long": self.long_prompt, "long_prefill_text": long_prefill(self.long_prompt),
+        return {"long": self.long_prompt, "long_prefill_text": long_prefill(self.long_prompt, self.prefill_chunk),
                 "closed_rate": c.summary.request_throughput,
                 "open_rate": o.summary.request_throughput,
                 "omission_text": omission(c.sent_in_stall, o.sent_in_stall,
@@ -162,4 +165,5 @@ def stall_loops(s: Setup) -> Loops:
         rate = closed.summary.request_throughput
         load = {"rate": rate, "seed": matching_seed(rate, n)}  # the closed loop's offered load, open loop
         opened = Loop("open", load, *watched_load(server, prompts, lengths, **load), k)
-    return Loops(z.serve_batch, z.serve_long_prompt, closed, opened)
+        chunk = server.engine.prefill_chunk
+    return Loops(z.serve_batch, z.serve_long_prompt, closed, opened, chunk)

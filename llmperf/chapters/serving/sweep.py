@@ -14,6 +14,7 @@ import pandas as pd
 
 from ... import bench, metrics
 from ...metrics import RequestRecord
+from ...prefills import PREFILL_CHUNK
 from ...serve import background, create_app
 from ..setup import Setup
 from . import sources
@@ -32,12 +33,14 @@ USER_NOISE = 1.05  # and no user gets faster than at batch 1, within 5 % for noi
 
 @dataclass
 class BatchPoint:
-    """One server of `batch` slots and its closed-loop run: every request's record, and the engine's steps by
-    how many newcomers each admitted ({k: steps}, `Engine.prefills`)."""
+    """One server of `batch` slots and its closed-loop run: every request's record, the engine's steps by
+    how many newcomers each admitted ({k: steps}, `Engine.prefills`), and the most positions it prefilled a step
+    (`Engine.prefill_chunk`)."""
 
     batch: int
     requests: list[RequestRecord]
     prefills: dict[int, int] = field(default_factory=dict)
+    prefill_chunk: int = PREFILL_CHUNK
 
     @property
     def steps(self) -> int:
@@ -95,7 +98,8 @@ class BatchSweep:
     def prefills_text(self) -> str:
         """How the largest batch's steps carried its prefills."""
         last = self.points[-1]
-        return prefill_bursts(last.batch, last.steps, last.prefills, self.max_tokens, self.prompt_tokens)
+        return prefill_bursts(last.batch, last.steps, last.prefills, self.max_tokens, self.prompt_tokens,
+                              last.prefill_chunk)
 
     def limits_text(self, scenario: str) -> str:
         ttft, tpot = MLPERF_LIMITS[scenario]
@@ -167,5 +171,5 @@ def batch_sweep(s: Setup) -> BatchSweep:
         app = create_app(s.model, s.tokenizer, max_batch=b, capacity=z.serve_prompt + z.serve_new_tokens)
         with background(app) as server:
             requests = unwatched_load(server, prompts, z.serve_new_tokens, concurrency=b)
-            points.append(BatchPoint(b, requests, dict(server.engine.prefills)))
+            points.append(BatchPoint(b, requests, dict(server.engine.prefills), server.engine.prefill_chunk))
     return BatchSweep(s.device.type, z.serve_prompt, z.serve_new_tokens, points)
