@@ -7,6 +7,17 @@ from llmperf import build_model, load_smollm2
 from llmperf.weights import load_smollm2_transformers
 
 
+@pytest.fixture(autouse=True)
+def openblas_threads_restored():
+    """A fused model leaves NumPy's OpenBLAS on the thread count measured for it (`fast.fused.measured_threads`);
+    the next test starts from the count it had."""
+    from llmperf.fast import blas
+
+    threads = blas.openblas_threads()
+    yield
+    blas.use_threads(threads)
+
+
 @pytest.fixture(scope="session")
 def smollm2():
     """(model, tokenizer): SmolLM2-135M-Instruct in float32 on the CPU."""

@@ -12,10 +12,7 @@ from tests.test_model import cached_logits
 
 @pytest.fixture(autouse=True)
 def fresh_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("LLMPERF_CACHE_DIR", str(tmp_path))
-    threads = blas.openblas_threads()
-    yield
-    blas.limit_threads(threads)  # a test's choice of threads must not slow the tests after it
+    monkeypatch.setenv("LLMPERF_CACHE_DIR", str(tmp_path))  # (conftest restores OpenBLAS's threads after each test)
 
 
 def faster(way: str, calls: list):
@@ -200,6 +197,9 @@ def test_the_thread_count_follows_the_measurement_and_is_kept_per_host(tiny, fas
     blas.limit_threads(3 - fastest)  # as another model's choice would
     fast.numpy_step(1, 0, new_cache(tiny, 1, 4))
     assert blas.openblas_threads() == fastest  # each step runs on its model's count
+    blas.limit_threads(3 - fastest)
+    fast.numpy_step.batch([1, 2], [0, 0], new_cache(tiny, 2, 4))
+    assert blas.openblas_threads() == fastest  # a batch's step too
 
 
 @needs_openblas

@@ -485,7 +485,8 @@ def test_python_m_llmperf_serve_refuses_a_context_too_long_before_loading_the_mo
     with pytest.raises(SystemExit):
         main(["--help"])
     said = " ".join(capsys.readouterr().out.split())  # argparse wraps the help
-    assert "default: 512 on a CPU, as llama.cpp; on a GPU 2048, or 8192 on one of 70 GiB or more, as vLLM" in said
+    assert ("default: 512 on a CPU, as llama.cpp; on a GPU 2048, or 8192 on a CUDA GPU of 70 GiB or more other than "
+            "an A100, as vLLM") in said
 
 
 def test_work_in_a_passing_thread_returns_or_raises_as_if_called_here():

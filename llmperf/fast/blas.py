@@ -46,17 +46,19 @@ def available_threads() -> int:
 
 @functools.cache
 def _openblas():
-    """threadpoolctl's handle on NumPy's OpenBLAS, which reads and sets its thread count; None for another BLAS
-    (then nothing here can change how many threads a product runs on), or where threadpoolctl is missing (a
-    machine that got llmperf's wheel without its dependencies)."""
+    """threadpoolctl's handle on NumPy's own OpenBLAS, which reads and sets its thread count; None for another
+    BLAS (then nothing here can change how many threads a product runs on), or where threadpoolctl is missing (a
+    machine that got llmperf's wheel without its dependencies). Where several OpenBLAS are loaded (SciPy's, or
+    PyTorch's on some platforms), the one inside NumPy's own folder; else the only one."""
     try:
         from threadpoolctl import ThreadpoolController
     except ImportError:
         return None
     if not numpy_uses_openblas():
         return None
-    found = ThreadpoolController().select(internal_api="openblas")
-    return found if found.lib_controllers else None
+    found = ThreadpoolController().select(internal_api="openblas").lib_controllers
+    numpys = [lib for lib in found if "numpy" in lib.filepath]
+    return numpys[0] if numpys else found[0] if len(found) == 1 else None
 
 
 def can_limit_threads() -> bool:
@@ -69,15 +71,16 @@ def openblas_threads() -> int:
     """The threads NumPy's OpenBLAS runs a product on now: what it started with (`available_threads`), unless
     `limit_threads` changed it since (threadpoolctl asks OpenBLAS itself)."""
     found = _openblas()
-    return found.lib_controllers[0].get_num_threads() if found is not None else available_threads()
+    return found.get_num_threads() if found is not None else available_threads()
 
 
 def limit_threads(threads: int) -> None:
     """Run NumPy's OpenBLAS products on `threads` threads from now on, in the whole process (threadpoolctl, which
-    calls OpenBLAS's own openblas_set_num_threads). Nothing happens with another BLAS."""
+    calls OpenBLAS's own openblas_set_num_threads). Nothing happens with another BLAS. Not while another thread
+    is inside one of OpenBLAS's products: a process's fused models that run at once must share one count."""
     found = _openblas()
     if found is not None:
-        found.limit(limits=threads)
+        found.set_num_threads(threads)
 
 
 def use_threads(threads: int) -> None:

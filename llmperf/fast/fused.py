@@ -99,8 +99,10 @@ def measured_threads(model: Transformer) -> int:
     from ..generation import new_cache
 
     available, shapes = blas.available_threads(), matrices(model)
+    if not blas.can_limit_threads():
+        return available  # another BLAS: its products run on what it starts with
     chosen = tuning.kept_choice(tuning.THREADS, shapes, threads=available)
-    counts = tuning.thread_counts(available) if blas.can_limit_threads() else [available]
+    counts = tuning.thread_counts(available)
     if chosen is None and len(counts) > 1:
         blas.limit_threads(available)  # the first guess's padding, as for the threads OpenBLAS starts
         step = FusedTransformer(model, {name: tuning.first_guess(*shape) for name, shape in shapes.items()}).numpy_step
@@ -241,7 +243,7 @@ class FusedTransformer(Transformer):
         threads = None
         if not for_numpy:
             ways = None
-        elif ways is None:
+        elif not ways:
             threads = measured_threads(model)
             ways = measured_layouts(model)
         self.tok_embeddings, self.norm = model.tok_embeddings, model.norm

@@ -147,6 +147,8 @@ class NumpyDecodeStep:
         cfg = self.cfg
         H, Hkv, hd = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
         keys, values = cache.k.numpy(), cache.v.numpy()  # (L, B, Hkv, capacity, hd): the cache's own memory
+        if self.threads is not None:
+            blas.use_threads(self.threads)  # for its NumPy products (attention); the weights' run in PyTorch
         positions = np.asarray([int(p) for p in positions])  # (B,)
         B, T = len(positions), int(positions.max()) + 1  # T: the longest row's positions, 0..T-1
         rows = np.arange(B)

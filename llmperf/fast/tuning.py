@@ -20,16 +20,16 @@ rows can take longer than one of three or four (a library's kernel for few rows 
 `fused.measured_fewest_rows` times a two-row step with its products given 2, 3 and 4 rows (zero rows appended)
 and keeps the fastest (`kept_choice(FEWEST_ROWS, ...)`).
 
-Before all of these, the thread count: a memory-bound product needs enough threads to draw the memory's
-bandwidth, and every thread more must be woken and waited for at each of the step's products (four a layer, and the head).
-`fused.measured_threads` times whole batch-1 steps with OpenBLAS on each of `thread_counts` (1, 2, 4, ... and
-every thread it would start), in turns, keeps the fastest (`kept_choice(THREADS, ...)`, keyed by the threads
-OpenBLAS would start); the model's steps run OpenBLAS on it (`NumpyDecodeStep.threads`, `blas.use_threads`). The
-layouts are then measured, and kept, for that count.
+Before all of these, the thread count: a memory-bound product needs enough threads to draw the memory's bandwidth,
+and every thread more must be woken and waited for at each of the step's products (four a layer, and the head).
+`fused.measured_threads` times whole batch-1 steps with OpenBLAS on each of `thread_counts` (1, 2, 4, ... and every
+thread it would start), in turns, keeps the fastest (`kept_choice(THREADS, ...)`, keyed by the threads OpenBLAS
+would start); the model's steps run OpenBLAS on it (`NumpyDecodeStep.threads`, `blas.use_threads`). The layouts are
+then measured, and kept, for that count.
 
 The answers are kept in a JSON file (~/.cache/llmperf/numpy-step-layouts.json, or under $LLMPERF_CACHE_DIR),
-keyed by what they depend on: the processor's model name and its vector and matrix flags, NumPy's BLAS with its version
-(and the kernels $OPENBLAS_CORETYPE forces), OpenBLAS's thread count, and each matrix's shape. A new processor,
+keyed by what they depend on: the processor's model name and its vector and matrix flags, NumPy's BLAS with its
+version (and the kernels $OPENBLAS_CORETYPE forces), OpenBLAS's thread count, and each matrix's shape. A new processor,
 BLAS, thread count or model measures again. `report` prints what was measured, for a benchmark.
 """
 

@@ -26,7 +26,8 @@ def main(argv=None) -> int:
     p.add_argument("--max-queue", type=int, default=256, help="waiting requests before answering 503")
     p.add_argument("--prefill-chunk", type=int, default=None, help="most prompt positions prefilled per step before "
                    f"the batch decodes; longer prompts are prefilled in pieces (default: {PREFILL_CHUNK} on a CPU, "
-                   f"as llama.cpp; on a GPU {GPU_CHUNK}, or {LARGE_GPU_CHUNK} on one of 70 GiB or more, as vLLM)")
+                   f"as llama.cpp; on a GPU {GPU_CHUNK}, or {LARGE_GPU_CHUNK} on a CUDA GPU of 70 GiB or more "
+                   "other than an A100, as vLLM)")
     p.add_argument("--device", default=None)
     p.add_argument("--dtype", choices=DTYPES, default="float32")
     p.add_argument("--plain", action="store_true", help="serve the plain teaching model (model.py) instead of "
@@ -51,7 +52,8 @@ def main(argv=None) -> int:
     app = in_passing_thread(prepare)
     print(describe(device, DTYPES[args.dtype]))
     print(f"Serving smollm2-135m-instruct at http://{args.host}:{args.port}/v1 "
-          f"({args.policy} batching, up to {args.max_batch} at once, {'plain' if args.plain else 'fused'} model). "
+          f"({args.policy} batching, up to {args.max_batch} at once, {'plain' if args.plain else 'fused'} model, "
+          f"at most {app.state.engine.prefill_chunk} prompt positions prefilled a step). "
           "Ctrl-C or SIGTERM stops.", flush=True)
     serve(app, host=args.host, port=args.port)
     print("Stopped.", flush=True)
