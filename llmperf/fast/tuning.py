@@ -27,10 +27,11 @@ thread it would start), in turns, keeps the fastest (`kept_choice(THREADS, ...)`
 would start); the model's steps run OpenBLAS on it (`NumpyDecodeStep.threads`, `blas.use_threads`). The layouts are
 then measured, and kept, for that count.
 
-The answers are kept in a JSON file (~/.cache/llmperf/numpy-step-layouts.json, or under $LLMPERF_CACHE_DIR),
-keyed by what they depend on: the processor's model name and its vector and matrix flags, NumPy's BLAS with its
-version (and the kernels $OPENBLAS_CORETYPE forces), OpenBLAS's thread count, and each matrix's shape. A new processor,
-BLAS, thread count or model measures again. `report` prints what was measured, for a benchmark.
+The answers are kept in a JSON file (~/.cache/llmperf/numpy-step-layouts.json, or under $LLMPERF_CACHE_DIR), keyed
+by what they depend on: the processor's model name and its vector and matrix flags, NumPy's BLAS with its version
+(and the kernels $OPENBLAS_CORETYPE forces), OpenBLAS's thread count, and each matrix's shape. A new processor,
+BLAS, thread count or model measures again. `report` prints what was measured, for a benchmark. A choice measured
+while other work held a core (which can make fewer threads win) stays until the file is deleted.
 """
 
 from __future__ import annotations
