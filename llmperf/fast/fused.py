@@ -78,7 +78,7 @@ def measured_layouts(model: Transformer) -> dict[str, str]:
     ways = tuning.kept(shapes)
     if ways is not None:
         return ways
-    ways = {name: tuning.first_guess(*shape) for name, shape in shapes.items()}
+    ways = tuning.first_guesses(shapes)
     step = FusedTransformer(model, ways).numpy_step
     cache, seconds = new_cache(model, 1, 32), {}
     for name, weights in sources(model).items():
@@ -105,13 +105,14 @@ def measured_threads(model: Transformer) -> int:
     counts = tuning.thread_counts(available)
     if chosen is None and len(counts) > 1:
         blas.limit_threads(available)  # the first guess's padding, as for the threads OpenBLAS starts
-        step = FusedTransformer(model, {name: tuning.first_guess(*shape) for name, shape in shapes.items()}).numpy_step
+        step = FusedTransformer(model, tuning.first_guesses(shapes)).numpy_step
         ways = {tuning.threads_name(n): n for n in counts}
         seconds = tuning.time_in_step(step, blas.limit_threads, ways, new_cache(model, 1, 32))
         chosen = ways[min(seconds, key=seconds.get)]
         tuning.keep_choice(tuning.THREADS, shapes, chosen, seconds, threads=available)
-    blas.limit_threads(chosen or available)
-    return chosen or available
+    threads = chosen or available  # none kept, one count to try: what OpenBLAS starts
+    blas.limit_threads(threads)
+    return threads
 
 
 @torch.no_grad()

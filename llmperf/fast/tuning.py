@@ -97,6 +97,12 @@ def first_guess(rows: int, cols: int, paddable: bool) -> str:
     return "input-major" if rows > cols else "output-major"
 
 
+def first_guesses(shapes: dict[str, tuple[int, int, bool]]) -> dict[str, str]:
+    """`first_guess` for each matrix of {name: (rows, cols, paddable)}: the layouts a step is built with before
+    anything is measured."""
+    return {name: first_guess(*shape) for name, shape in shapes.items()}
+
+
 def kept(shapes: dict[str, tuple[int, int, bool]]) -> dict[str, str] | None:
     """The ways kept for this host and these matrices ({name: (rows, cols, paddable)}), or None if any is
     missing."""
