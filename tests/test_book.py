@@ -1,4 +1,7 @@
-"""Glued numbers are printed for JupyterLab readers, and kept off the built site."""
+"""Glued numbers are printed for JupyterLab readers, and kept off the built site; tables, notes and progress bars
+in the book's style."""
+
+import re
 
 from llmperf.book import glue
 
@@ -80,3 +83,60 @@ def test_glue_all_glues_each_name(monkeypatch):
     monkeypatch.setattr(llmperf.book, "_myst_glue", lambda name, value, display=False: stored.update({name: value}))
     llmperf.book.glue_all({"a": 1, "b": "two"})
     assert stored == {"a": 1, "b": "two"}
+
+
+def test_tables_mark_their_columns_of_numbers():
+    import pandas as pd
+
+    from llmperf.book import table_html
+
+    frame = pd.DataFrame({"kind": ["norms", "LM head"], "time (ms)": [1.5, 22.25], "GB/s": ["1,632", "—"],
+                          "share": ["12 %", "3.5 ×"]})
+    for table in (frame, frame.style.hide(axis="index")):
+        page = table_html(table)
+        cells = re.findall(r'<td[^>]*class="(llmperf-\w+)[^"]*"[^>]*>([^<]*)</td>', page)
+        assert {text: kind for kind, text in cells} == {
+            "norms": "llmperf-text", "LM head": "llmperf-text", "1.50": "llmperf-number", "22.25": "llmperf-number",
+            "1,632": "llmperf-number", "—": "llmperf-number", "12 %": "llmperf-number", "3.5 ×": "llmperf-number"} \
+            or table is not frame  # the Styler writes its floats with six decimals
+        assert 'class="llmperf-number' in page and 'class="llmperf-text' in page
+
+
+def test_a_long_table_is_collapsed_and_a_short_one_is_not():
+    import pandas as pd
+
+    from llmperf.book import LONG_TABLE, Collapsed
+
+    short = Collapsed(pd.DataFrame({"x": range(LONG_TABLE)}), "sweep")._repr_html_()
+    long = Collapsed(pd.DataFrame({"x": range(LONG_TABLE + 1)}).style, "sweep")._repr_html_()
+    assert "<details" not in short and "<table" in short
+    assert long.startswith('<details class="llmperf-long-table"><summary>The sweep: 9 rows</summary>')
+
+
+def test_a_note_is_a_line_outside_a_notebook(capsys):
+    from llmperf.book import note
+
+    note("This machine looked busy.", title="A busy machine")
+    assert capsys.readouterr().out == "A busy machine: This machine looked busy.\n"
+
+
+def test_progress_bars_stay_off_the_built_pages(capsys, monkeypatch):
+    from llmperf.progress import progress
+
+    monkeypatch.setenv("LLMPERF_BOOK", "1")
+    assert list(progress(range(3), "work")) == [0, 1, 2]
+    assert capsys.readouterr().out == ""
+    monkeypatch.delenv("LLMPERF_BOOK")
+    list(progress(range(3), "work"))
+    assert "work: 100%" in capsys.readouterr().out
+
+
+def test_the_book_module_needs_no_jupyter():
+    """A GPU machine's reference run imports the chapters, and so this module, without Jupyter installed."""
+    import subprocess
+    import sys
+
+    blocked = ("myst_nb", "IPython", "ipykernel", "nbformat")
+    code = f"import sys; sys.modules.update(dict.fromkeys({blocked!r})); import llmperf.book; llmperf.book.note('x')"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout == "Note: x\n", done.stderr

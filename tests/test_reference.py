@@ -215,7 +215,9 @@ def test_each_figure_has_a_reference_series(tiny_run, folder):
 def test_no_references_draw_nothing_and_say_so(tiny_run, tmp_path):
     others = compare.Comparison("anatomy", where=tmp_path)
     assert others.refs == [] and list(others.table(here_results(tiny_run[0], "anatomy")).columns) == ["this machine"]
-    assert others.text({}) == sentences.no_gpu_line()
+    assert others.text({}) == ""
+    box = others.box_text(here_results(tiny_run[0], "anatomy"))
+    assert sentences.no_gpu_line() in box and "|" not in box  # the box says so in one line
     fig = chain_figs.latency_line(tiny_run[0]["chain"]["line"], compare.Comparison("chain", where=tmp_path))
     assert not lines_labelled(fig, "reference run")
     plt.close(fig)
@@ -377,3 +379,50 @@ def test_the_overview_has_a_column_per_file(folder, tmp_path):
     assert frame.loc["device", "references/test-h200.json"] == "NVIDIA H200" and frame.loc["sizes cut"].tolist() == [
         "none", "none"]
     assert "one tiny op (µs)" in frame.index and compare.overview(tmp_path).data.empty
+
+
+def test_the_box_sets_each_gpu_beside_this_machine(tiny_run, folder):
+    for chapter in fileformat.CHAPTERS:
+        others = compare.Comparison(chapter, where=folder)
+        box = others.box_text(here_results(tiny_run[0], chapter))
+        assert box.startswith(":::{admonition}") and box.rstrip().endswith(":::")
+        assert "NVIDIA H200, 2026-12-02" in box and "AMD" not in box and "Test CPU" not in box  # GPUs only
+        rows = [row for row in results.ROWS[chapter] if row.box]
+        assert rows and all(row.heading in box for row in rows), chapter
+
+
+def test_a_speed_ratio_only_where_both_measured_the_same_work():
+    time = results.Row("step_ms", "step", "ms", speed="time")
+    rate = results.Row("tok", "tokens/s", "tokens/s", pick="first", speed="rate")
+    count = results.Row("ops", "ops", "")
+    assert compare.speed_ratio(time, {"step_ms": 2.0}, {"step_ms": 50.0}) == "25×"  # theirs took less: faster
+    assert compare.speed_ratio(rate, {"tok": [600.0, 1.0]}, {"tok": [20.0]}) == "30×"
+    assert compare.speed_ratio(time, {"step_ms": 100.0}, {"step_ms": 50.0}) == "0.5×"
+    assert compare.speed_ratio(count, {"ops": 5}, {"ops": 5}) == compare.NOT_APPLICABLE
+    assert compare.speed_ratio(time, {"step_ms": None}, {"step_ms": 5.0}) == compare.NOT_APPLICABLE
+    assert compare.speed_ratio(time, {}, {"step_ms": 5.0}) == compare.NOT_APPLICABLE
+
+
+def test_a_gpu_reference_of_chapter_5_without_the_plain_step_still_gets_its_sentence():
+    """The H200's chapter 5 was recorded before reference runs existed: its graph, not its plain step."""
+    partial = dict(kernels_per_step=1179, op_us=15.9, eager_ms=24.3, graph_ms=3.3, compiled_ms=2.6,
+                   launch_removed_pct=86.4)
+    ref = compare.ChapterReference("reference run: NVIDIA H200, 2026-11-29", "cuda", "w", partial, "x.json")
+    text = sentences.sentence("anatomy", ref, {})
+    assert "1,179 kernels" in text and "24.3 ms" in text and "3.3 ms" in text and "not in this reference" not in text
+    cpu = ref._replace(device_type="cpu", results=dict(op_us=2.0, graph_ms=None))
+    assert "ops_per_step, plain_step_ms, fixed_share_pct not in this reference" in sentences.sentence("anatomy", cpu, {})
+
+
+def test_the_committed_references_say_what_measured_them():
+    """Every committed file loads; a chapter entry written by hand (before the runner existed) names the commit
+    and the script that measured it, and every chapter's sentence about it reads its numbers."""
+    for path, ref in compare.committed():
+        for name, entry in ref["chapters"].items():
+            if not entry["records"]:  # not written by the runner, which keeps every record
+                assert "commit" in entry["environment"]["measured_by"], (path, name)
+            chapter_ref = next(r for r in compare.references(name) if r.path == str(path))
+            assert "not in this reference" not in sentences.sentence(name, chapter_ref, {}), (path, name)
+    h200 = compare.references("anatomy")[0]
+    assert h200.gpu and h200.results["graph_ms"] < h200.results["eager_ms"]
+    assert compare.references("serving")[0].gpu

@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 import torch
 
+from ..book import note
 from ..device import describe, free_memory_bytes, pick_device
 from ..model import Transformer
 from ..profiling import bench_forward
@@ -131,9 +132,9 @@ def setup(device=None, dtype: torch.dtype | None = None) -> Setup:
         threads = fastest_thread_count(model)
         torch.set_num_threads(threads)
         if threads < DEFAULT_THREADS:
-            print(f"PyTorch will use {threads} thread, not {DEFAULT_THREADS}: with {DEFAULT_THREADS} a decode step "
-                  "ran slower just now, which happens when other programs keep some cores busy (see the setup "
-                  "page).\n")
+            note(f"This machine looked busy: a decode step ran faster on {threads} PyTorch thread than on "
+                 f"{DEFAULT_THREADS} just now, so this chapter runs on {threads}. Other programs keeping some cores "
+                 "busy do that; the setup page's troubleshooting list says more.", title="A busy machine")
     print(describe(device, dtype))
     return Setup(device, dtype, sizes_for(device), model, tokenizer)
 

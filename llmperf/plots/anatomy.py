@@ -4,7 +4,9 @@
   (the profiled step, or the fused NumPy step);
 - `fixed_costs`: the plain and the fused step split into their bytes, their ops'
   fixed costs and the rest;
-- `vocab`: the LM head's share of a step's bytes, by model.
+- `vocab`: the LM head's share of a step's bytes, by model;
+- `graph_steps`: the step eager, replayed from a CUDA Graph and compiled, on this
+  machine where it has CUDA and on each GPU reference.
 """
 
 from __future__ import annotations
@@ -70,4 +72,37 @@ def vocab(costs):
     ax.invert_yaxis()
     ax.set_xlabel("LM head's share of a decode step's bytes (%)")
     ax.set_title("The vocabulary's cost, by model (2-byte weights)")
+    return fig
+
+
+STEP_WAYS = (("eager_ms", "eager"), ("graph_ms", "CUDA Graph"), ("compiled_ms", "torch.compile,\nreduce-overhead"))
+
+
+def graph_steps(replay, others=None):
+    """Bars: the decode step eager, replayed from a CUDA Graph and through torch.compile, for this machine (a
+    `Replay`, where it ran on CUDA) and for each GPU reference of `others` (the chapter's Comparison). None, and
+    nothing drawn, where neither has a graph."""
+    machines = []
+    if not replay.skipped:
+        machines.append(("this machine", {"eager_ms": replay.eager * 1e3, "graph_ms": replay.graph * 1e3,
+                                          "compiled_ms": None if replay.compiled is None else replay.compiled * 1e3}))
+    machines += [(ref.label.removeprefix("reference run: "), ref.results)
+                 for ref in (others.refs if others is not None else []) if ref.gpu and ref.results.get("graph_ms")]
+    if not machines:
+        return None
+    fig, ax = figure(height=1.2 + 0.9 * len(machines))
+    width = 0.8 / len(STEP_WAYS)
+    for j, (key, way) in enumerate(STEP_WAYS):
+        for i, (_, values) in enumerate(machines):
+            value = values.get(key)
+            if value:
+                y = i + (j - 1) * width
+                ax.barh(y, value, width, color=PALETTE[j], label=way.replace("\n", " ") if i == 0 else None)
+                ax.annotate(f"{value:,.1f} ms", (value, y), xytext=(3, 0), textcoords="offset points",
+                            va="center", fontsize=8)
+    ax.set_yticks(range(len(machines)), [name for name, _ in machines])
+    ax.invert_yaxis()
+    ax.set_xlabel("time per decode step (ms)")
+    ax.set_title("One decode step: eager, from a CUDA Graph, compiled")
+    ax.legend(loc="lower right")
     return fig

@@ -108,6 +108,28 @@ def show(row, results: dict) -> str:
         return NOT_IN
 
 
+def _short(label: str) -> str:
+    """A reference's label without its "reference run: " prefix, for a column heading."""
+    return label.removeprefix("reference run: ")
+
+
+def speed_ratio(row, theirs: dict, here: dict) -> str:
+    """How many times as fast as this machine a reference was on `row` ("24.2×"), or "—" where the row
+    compares no speeds or either side lacks a positive number."""
+    if row.speed is None:
+        return NOT_APPLICABLE
+    values = []
+    for results in (theirs, here):
+        value = results.get(row.key)
+        if isinstance(value, list):
+            value = (value[0] if row.pick == "first" else value[-1]) if value else None
+        if not positive(value):
+            return NOT_APPLICABLE
+        values.append(value)
+    ratio = values[0] / values[1] if row.speed == "rate" else values[1] / values[0]
+    return f"{ratio:,.3g}×"
+
+
 def positive(value) -> bool:
     """A number above zero (not a bool): what a figure can draw, on a log axis too."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
@@ -127,10 +149,6 @@ class Comparison:
             raise ValueError(f"No chapter named {chapter!r}; the chapters are {', '.join(ROWS)}.")
         self.chapter, self.problems = chapter, []  # problems: the files left out, and why
         self.refs = references(chapter, where, self.problems) if refs is None else refs
-
-    @property
-    def has_gpu(self) -> bool:
-        return any(r.gpu for r in self.refs)
 
     def table(self, here: dict | None = None):
         """A DataFrame: one row per key result (with its unit), a column for this machine (unless `here` is None)
@@ -158,15 +176,44 @@ class Comparison:
         return [(r.label, r.results[key]) for r in self.refs if key in r.results]
 
     def text(self, here: dict) -> str:
-        """Markdown: a sentence per reference, chosen from its numbers (`sentences`), and one line saying so where
-        no GPU reference holds this chapter."""
-        from .sentences import no_gpu_line, sentence
+        """Markdown: a sentence per reference, chosen from its numbers (`sentences`), and the files left out
+        (where no GPU reference holds this chapter, `box_text` says so)."""
+        from .sentences import sentence
 
         lines = [sentence(self.chapter, ref, here) for ref in self.refs]
         lines += [f"Left out: {problem}" for problem in self.problems]
-        if not self.has_gpu:
-            lines.append(no_gpu_line())
         return "\n\n".join(lines)
+
+    def box(self, here: dict):
+        """`box_text(here)` as rendered Markdown in a notebook (IPython's Markdown display)."""
+        from IPython.display import Markdown
+
+        return Markdown(self.box_text(here))
+
+    def box_text(self, here: dict) -> str:
+        """Markdown: an admonition with the chapter's headline results (`Row.box`) on this machine and on each
+        GPU reference, and for each reference its speed ÷ this machine's where both measured the same work
+        (`Row.speed`); where no GPU reference holds the chapter, one line saying so."""
+        from .sentences import no_gpu_line
+
+        gpus = [r for r in self.refs if r.gpu]
+        title = "This machine beside the GPU references"
+        if not gpus:
+            return f":::{{admonition}} {title}\n:class: tip\n{no_gpu_line()}\n:::"
+        rows = [row for row in ROWS[self.chapter] if row.box]
+        head = ["result", "this machine"]
+        for ref in gpus:
+            head += [_short(ref.label), "its speed ÷ this machine's"]
+        lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
+        for row in rows:
+            cells = [row.heading, show(row, here)]
+            for ref in gpus:
+                cells += [show(row, ref.results), speed_ratio(row, ref.results, here)]
+            lines.append("| " + " | ".join(cells) + " |")
+        note = ("Each machine ran the chapter at its own sizes and in its own dtype (float32 on a processor, "
+                "bfloat16 on a GPU); a speed ratio is shown only where both measured the same work, and \"—\" "
+                "where one of them has no such result.")
+        return f":::{{admonition}} {title}\n:class: tip\n" + "\n".join(lines) + f"\n\n{note}\n:::"
 
     def sentences(self, here: dict):
         """`text(here)` as rendered Markdown in a notebook (IPython's Markdown display)."""

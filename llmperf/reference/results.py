@@ -82,7 +82,9 @@ RESULTS = {"chain": chain, "prefill": prefill, "intensity": intensity, "caching"
 
 class Row(NamedTuple):
     """One row of a chapter's comparison table: result `key`, shown as `fmt.format(value * scale)`; for a
-    list, its first or last element (`pick`)."""
+    list, its first or last element (`pick`). `speed` says how two machines' values of it compare, where the
+    same work was measured on both: "time" (less is faster) or "rate" (more is faster); None where the work
+    differs between machines (sizes come from the device) or the value is a count or a share."""
 
     key: str
     label: str
@@ -90,6 +92,8 @@ class Row(NamedTuple):
     fmt: str = "{}"
     pick: str | None = None
     scale: float = 1.0
+    speed: str | None = None
+    box: bool = False  # one of the chapter's headline results, in the box beside the GPU references
 
     @property
     def heading(self) -> str:
@@ -99,39 +103,59 @@ class Row(NamedTuple):
 
 # chapter -> the rows of its comparison table
 ROWS: dict[str, list[Row]] = {
-    "chain": [Row("prompt_tokens", "prompt", "tokens", "{:,.0f}"), Row("ttft_ms", "TTFT", "ms", "{:,.2f}"),
-              Row("step_ms", "one decode step", "ms", "{:,.2f}"), Row("slope_ms", "fitted slope of E2E against N", "ms/token", "{:,.2f}"),
-              Row("intercept_ms", "fitted intercept", "ms", "{:,.1f}")],
-    "prefill": [Row("ttft_model", "model timed", "", "{}"), Row("ttft_lengths", "longest prompt", "tokens", "{:,.0f}", pick="last"),
-                Row("ttft_longest_ms", "TTFT at the longest prompt", "ms", "{:,.1f}"),
-                Row("matmul_tflops", "probed matmul rate", "TFLOP/s", "{:,.3g}"),
-                Row("achieved_longest_pct", "longest prompt's share of that rate", "%", "{:.0f}")],
-    "intensity": [Row("roof_bandwidth", "probed read bandwidth", "GB/s", "{:,.0f}", scale=1e-9),
-                  Row("roof_flops", "probed matmul rate", "GFLOP/s", "{:,.0f}", scale=1e-9), Row("roof_dtype", "dtype of the probe and the sweeps", "", "{}"),
-                  Row("batches", "largest batch", "sequences", "{:,.0f}", pick="last"),
-                  Row("batch_step_ms", "step at batch 1", "ms", "{:,.2f}", pick="first"),
-                  Row("step_growth", "step at the largest batch ÷ at batch 1", "×", "{:.2f}"),
-                  Row("tok_per_s_gain", "tokens/s at the largest batch ÷ at batch 1", "×", "{:.1f}"),
-                  Row("context_ratio", "longest context ÷ shortest", "×", "{:.0f}"),
-                  Row("context_growth", "TPOT at the longest ÷ at the shortest", "×", "{:.2f}")],
-    "caching": [Row("generation", "whole generation", "", "{}"), Row("naive_s", "naive loop", "s", "{:,.2f}"),
-                Row("cached_s", "cached loop", "s", "{:,.3f}"), Row("naive_over_cached", "naive ÷ cached", "×", "{:.1f}"),
-                Row("slope_ratio", "naive step's growth per token ÷ cached step's", "×", "{:,.0f}")],
-    "anatomy": [Row("ops_per_step", "ops per decode step", "", "{:,.0f}"),
-                Row("kernels_per_step", "GPU kernels per decode step", "", "{:,.0f}"),
-                Row("op_us", "one tiny op", "µs", "{:.1f}"), Row("plain_step_ms", "plain step", "ms", "{:.2f}"),
-                Row("fixed_share_pct", "of it, the ops' fixed cost", "%", "{:.0f}"),
-                Row("fused_step_ms", "fused step", "ms", "{:.2f}"), Row("bytes_ms", "its bytes at the probed bandwidth", "ms", "{:.2f}"),
-                Row("eager_ms", "eager step (static cache)", "ms", "{:.2f}"),
-                Row("graph_ms", "replayed from a CUDA Graph", "ms", "{:.2f}"),
-                Row("compiled_ms", "torch.compile, reduce-overhead", "ms", "{:.2f}"),
-                Row("launch_removed_pct", "of the eager step the graph removed", "%", "{:.0f}")],
-    "serving": [Row("serve_batches", "largest max batch", "requests", "{:,.0f}", pick="last"),
-                Row("serve_tok_per_s", "server tokens/s at batch 1", "tokens/s", "{:,.1f}", pick="first"),
-                Row("serve_tok_per_s", "server tokens/s at the largest batch", "tokens/s", "{:,.1f}", pick="last"),
-                Row("serve_per_user", "each user's tokens/s at batch 1", "tokens/s", "{:,.1f}", pick="first"),
-                Row("serve_per_user", "each user's tokens/s at the largest batch", "tokens/s", "{:,.1f}", pick="last"),
-                Row("serve_gain", "server tokens/s, largest batch ÷ batch 1", "×", "{:.1f}")],
+    "chain": [
+        Row("prompt_tokens", "prompt", "tokens", "{:,.0f}"),
+        Row("ttft_ms", "TTFT", "ms", "{:,.2f}", speed="time", box=True),
+        Row("step_ms", "one decode step", "ms", "{:,.2f}", speed="time", box=True),
+        Row("slope_ms", "fitted slope of E2E against N", "ms/token", "{:,.2f}", speed="time"),
+        Row("intercept_ms", "fitted intercept", "ms", "{:,.1f}"),
+    ],
+    "prefill": [
+        Row("ttft_model", "model timed", "", "{}", box=True),
+        Row("ttft_lengths", "longest prompt", "tokens", "{:,.0f}", pick="last"),
+        Row("ttft_longest_ms", "TTFT at the longest prompt", "ms", "{:,.1f}", box=True),
+        Row("matmul_tflops", "probed matmul rate", "TFLOP/s", "{:,.3g}", speed="rate", box=True),
+        Row("achieved_longest_pct", "longest prompt's share of that rate", "%", "{:.0f}"),
+    ],
+    "intensity": [
+        Row("roof_bandwidth", "probed read bandwidth", "GB/s", "{:,.0f}", scale=1e-9, speed="rate", box=True),
+        Row("roof_flops", "probed matmul rate", "GFLOP/s", "{:,.0f}", scale=1e-9, speed="rate"),
+        Row("roof_dtype", "dtype of the probe and the sweeps", "", "{}"),
+        Row("batches", "largest batch", "sequences", "{:,.0f}", pick="last"),
+        Row("batch_step_ms", "step at batch 1", "ms", "{:,.2f}", pick="first", speed="time", box=True),
+        Row("step_growth", "step at the largest batch ÷ at batch 1", "×", "{:.2f}"),
+        Row("tok_per_s_gain", "tokens/s at the largest batch ÷ at batch 1", "×", "{:.1f}", box=True),
+        Row("context_ratio", "longest context ÷ shortest", "×", "{:.0f}"),
+        Row("context_growth", "TPOT at the longest ÷ at the shortest", "×", "{:.2f}"),
+    ],
+    "caching": [
+        Row("generation", "whole generation", "", "{}", box=True),
+        Row("naive_s", "naive loop", "s", "{:,.2f}"),
+        Row("cached_s", "cached loop", "s", "{:,.3f}"),
+        Row("naive_over_cached", "naive ÷ cached", "×", "{:.1f}", box=True),
+        Row("slope_ratio", "naive step's growth per token ÷ cached step's", "×", "{:,.0f}"),
+    ],
+    "anatomy": [
+        Row("ops_per_step", "ops per decode step", "", "{:,.0f}"),
+        Row("kernels_per_step", "GPU kernels per decode step", "", "{:,.0f}"),
+        Row("op_us", "one tiny op", "µs", "{:.1f}", speed="time", box=True),
+        Row("plain_step_ms", "plain step", "ms", "{:.2f}", box=True),
+        Row("fixed_share_pct", "of it, the ops' fixed cost", "%", "{:.0f}"),
+        Row("fused_step_ms", "fused step", "ms", "{:.2f}"),
+        Row("bytes_ms", "its bytes at the probed bandwidth", "ms", "{:.2f}"),
+        Row("eager_ms", "eager step (static cache)", "ms", "{:.2f}", box=True),
+        Row("graph_ms", "replayed from a CUDA Graph", "ms", "{:.2f}", box=True),
+        Row("compiled_ms", "torch.compile, reduce-overhead", "ms", "{:.2f}"),
+        Row("launch_removed_pct", "of the eager step the graph removed", "%", "{:.0f}"),
+    ],
+    "serving": [
+        Row("serve_batches", "largest max batch", "requests", "{:,.0f}", pick="last", box=True),
+        Row("serve_tok_per_s", "server tokens/s at batch 1", "tokens/s", "{:,.1f}", pick="first", speed="rate", box=True),
+        Row("serve_tok_per_s", "server tokens/s at the largest batch", "tokens/s", "{:,.1f}", pick="last"),
+        Row("serve_per_user", "each user's tokens/s at batch 1", "tokens/s", "{:,.1f}", pick="first", speed="rate"),
+        Row("serve_per_user", "each user's tokens/s at the largest batch", "tokens/s", "{:,.1f}", pick="last"),
+        Row("serve_gain", "server tokens/s, largest batch ÷ batch 1", "×", "{:.1f}", box=True),
+    ],
 }
 
 # chapter -> figure -> (x result, y result[, a result its label names]): what a reference adds to each figure

@@ -81,7 +81,7 @@ def anatomy(ref, here) -> str:
         return (f"**{ref.label}** (no CUDA, so no graph): a plain step of {r['ops_per_step']:,.0f} ops took "
                 f"{duration(r['plain_step_ms'] / 1e3)}, of which the ops' fixed cost, {r['op_us']:.1f} µs each, "
                 f"is about {r['fixed_share_pct']:.0f} %.")
-    eager, graph, kernels = r["eager_ms"], r["graph_ms"], r["kernels_per_step"]
+    eager, graph, kernels = r["eager_ms"], r["graph_ms"], r.get("kernels_per_step")
     launched = f"one step launched {kernels:,.0f} kernels" if kernels else "the profiler counted no kernels"
     text = (f"**{ref.label}**: {launched}; eager the step took {duration(eager / 1e3)}, replayed from a CUDA "
             f"Graph {duration(graph / 1e3)}, {speed_change(eager, graph, 'eager')}")
@@ -109,15 +109,24 @@ NEEDS = {  # the results each sentence reads
                                                   "achieved_longest_pct", "matmul_tflops"),
     "intensity": ("batches", "step_growth", "tok_per_s_gain", "context_ratio", "context_growth"),
     "caching": ("generation", "naive_s", "cached_s"),
-    "anatomy": ("ops_per_step", "plain_step_ms", "op_us", "fixed_share_pct", "eager_ms", "graph_ms",
-                "kernels_per_step", "launch_removed_pct", "compiled_ms"),
+    "anatomy": ("ops_per_step", "plain_step_ms", "op_us", "fixed_share_pct"),
     "serving": ("serve_batches", "serve_per_user", "serve_gain", "serve_tok_per_s"),
 }
+# A CUDA reference's chapter 5 sentence is about its graph instead (the kernels and compiled step are optional).
+GRAPH_NEEDS = ("eager_ms", "graph_ms", "launch_removed_pct")
+
+
+def needs(chapter: str, ref) -> tuple[str, ...]:
+    """The results `chapter`'s sentence about `ref` reads: for chapter 5, a CUDA run's graph or a processor's
+    fixed costs."""
+    if chapter == "anatomy" and ref.results.get("graph_ms") is not None:
+        return GRAPH_NEEDS
+    return NEEDS[chapter]
 
 
 def sentence(chapter: str, ref, here: dict) -> str:
     """The sentence about `ref` (a compare.ChapterReference) for `chapter`, or which of its results are missing."""
-    missing = _missing(ref, NEEDS[chapter])
+    missing = _missing(ref, needs(chapter, ref))
     if missing:
         return missing
     try:
@@ -127,8 +136,7 @@ def sentence(chapter: str, ref, here: dict) -> str:
                 f"(not in this reference); rerun `python -m llmperf.reference` on that machine.")
 
 
-def no_gpu_line(markdown: bool = True) -> str:
-    """The one line a chapter shows where no GPU reference holds it (`markdown=False`: for a table's cell)."""
-    command = "python -m llmperf.reference --out references/NAME.json"
-    return (f"No GPU reference run of this chapter is committed yet: run "
-            f"{f'`{command}`' if markdown else command} on a GPU machine and commit the file (the README says how).")
+def no_gpu_line() -> str:
+    """The one line a chapter shows where no GPU reference holds it."""
+    return ("No GPU's run of this chapter is in the course yet, so this machine's results stand alone here; "
+            "the reference-runs page lists the machines that have run which chapters.")

@@ -141,12 +141,12 @@ def _reference_steps(skipped: str, others):
 
     gpus = [r for r in (others.refs if others is not None else []) if r.gpu]
     if not gpus:
-        return (pd.DataFrame({"not measured here": [f"{skipped}. {no_gpu_line(markdown=False)}"]})
+        return (pd.DataFrame({"not measured on this machine": [f"{skipped}. {no_gpu_line()}"]})
                 .style.hide(axis="index"))
     keys = ("kernels_per_step", "eager_ms", "graph_ms", "compiled_ms", "launch_removed_pct")
     rows = [row for row in ROWS["anatomy"] if row.key in keys]
     return pd.DataFrame({r.label: [show(row, r.results) for row in rows] for r in gpus},
-                        index=pd.Index([row.heading for row in rows], name=f"not measured here ({skipped})"))
+                        index=pd.Index([row.heading for row in rows], name="on the GPU references"))
 
 
 GRAPH_NEEDS = "CUDA Graphs and torch.compile's reduce-overhead mode need a CUDA device"
