@@ -83,7 +83,7 @@ def _shell():
 
 LONG_TABLE = 8  # rows; `Collapsed` folds a longer sweep's table away under its figure
 _NUMBER = re.compile(r"^[−\-+]?(\d[\d,]*\.?\d*|\.\d+)(e[−\-+]?\d+)?\s*(%|×|x|ms|s|µs|GB/s|GB|MB)?$", re.I)
-_PLACEHOLDER = {"", "—", "-", "nan", "none", "n/a"}
+_PLACEHOLDER = {"", "—", "-", "nan", "none", "n/a", "not in this reference"}  # in a column of numbers
 _ROW = re.compile(r"<tr[^>]*>(.*?)</tr>", re.S)
 _CELL = re.compile(r"<(td|th)([^>]*)>(.*?)</\1>", re.S)
 

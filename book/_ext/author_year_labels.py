@@ -1,12 +1,13 @@
 """Label the bibliography's entries with the author-year text of their citations.
 
-With `bibtex_reference_style: author_year`, sphinxcontrib-bibtex writes
-{cite:p}`key` as "(Allal et al., 2025)", but its default pybtex style, alpha,
-labels the same entry "[ALB+25]" in the bibliography. This extension registers
-a pybtex formatting style, `author_year_labels`: alpha's entry format and
-author-year-title order, with each label built by the same templates as the
-in-text citation (the parenthetical role's names and separator), so the two
-always agree. Two entries with the same label get "a", "b", ... after the year.
+sphinxcontrib-bibtex's default pybtex style, alpha, labels an entry "[ALB+25]".
+This extension registers a pybtex formatting style, `author_year_labels`:
+alpha's entry format and author-year-title order, with each label built by the
+templates of the author-year citation (its parenthetical role's names and
+separator): "Allal et al., 2025". Two entries with the same label get "a", "b",
+... after the year. With `bibtex_reference_style: label`, {cite:p}`key` then
+shows the entry's own label, "[Allal et al., 2025]" or "[vLLM Project, 2025b]",
+so a citation and its entry always read the same.
 
 Loaded through `sphinx: local_extensions` in _config.yml and selected there
 with `bibtex_default_style: author_year_labels`.
@@ -23,16 +24,14 @@ from pybtex.style.sorting.author_year_title import SortingStyle as AuthorYearTit
 from sphinxcontrib.bibtex.plugin import find_plugin
 from sphinxcontrib.bibtex.style.template import join, year
 
-# The in-text reference style whose text the labels copy: the one named by
-# bibtex_reference_style, set when the build's configuration is read.
-_reference_style = {"name": "author_year"}
+LABEL_TEMPLATE_STYLE = "author_year"  # the referencing style whose citation text the labels copy
 
 
 class AuthorYearLabelStyle(BaseLabelStyle):
     """Labels such as "Allal et al., 2025": what {cite:p} shows, without brackets."""
 
     def format_labels(self, sorted_entries):
-        style = find_plugin("sphinxcontrib.bibtex.style.referencing", _reference_style["name"])()
+        style = find_plugin("sphinxcontrib.bibtex.style.referencing", LABEL_TEMPLATE_STYLE)()
         parenthetical = style.role_style["p"]  # the style behind {cite:p}
         template = join(sep=parenthetical.author_year_sep)[
             parenthetical.person.author_or_editor_or_title(full=False), year]
@@ -63,11 +62,6 @@ class AuthorYearStyle(AlphaStyle):
     default_label_style = AuthorYearLabelStyle
 
 
-def _remember_reference_style(app, config):
-    _reference_style["name"] = config.bibtex_reference_style
-
-
 def setup(app):
     pybtex.plugin.register_plugin("pybtex.style.formatting", "author_year_labels", AuthorYearStyle, force=True)
-    app.connect("config-inited", _remember_reference_style)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

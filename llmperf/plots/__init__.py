@@ -36,12 +36,13 @@ def use_style() -> None:
     plt.rcParams.update(STYLE)
 
 
-def figure(ncols: int = 1, width: float | None = None, height: float | None = None):
-    """A new figure in the book's style: (fig, ax) or (fig, [ax, ...]) for ncols > 1."""
+def figure(panels: int = 1, width: float | None = None, height: float | None = None):
+    """A new figure in the book's style: (fig, ax), or (fig, [ax, ...]) for `panels` > 1, stacked one above
+    the other, so that each panel keeps the page's full width and its text stays legible. `height` is each
+    panel's."""
     use_style()
     w, h = STYLE["figure.figsize"]
-    fig, axes = plt.subplots(1, ncols, figsize=(width or w * (1 if ncols == 1 else 0.8 * ncols), height or h),
-                             layout="constrained")
+    fig, axes = plt.subplots(panels, 1, figsize=(width or w, (height or h) * panels), layout="constrained")
     return fig, axes
 
 
@@ -91,18 +92,22 @@ def roofline(ax, devices, highlight: dict | None = None, intensity=(0.1, 1e4)):
     """Each device's roof, min(peak FLOP/s, intensity × bandwidth), on log–log axes.
 
     `devices` are hardware.Accelerator rows (the table's, or probe()'s). Devices named
-    in `highlight` ({name: colour}) are drawn bold in that colour, the rest thin.
+    in `highlight` ({name: colour}) are drawn bold in that colour and named in the legend;
+    the rest thin and grey, under one legend entry.
     Measured points can then be added with ax.plot(flops / bytes, flops / seconds, "o").
     """
     import numpy as np
 
     highlight = highlight or {}
     x = np.logspace(np.log10(intensity[0]), np.log10(intensity[1]), 200)
-    others = iter(plt.get_cmap("tab10").colors[1:] + plt.get_cmap("Dark2").colors)
+    rest = [hw for hw in devices if hw.name not in highlight]
+    for i, hw in enumerate(rest):  # one grey family, one legend entry: the appendix's table names them all
+        ax.plot(x, np.minimum(hw.flops, x * hw.bandwidth), color=FIT, lw=0.7, alpha=0.5,
+                label=f"{len(rest)} more accelerators of the appendix's table" if i == 0 else None)
     for hw in devices:
-        bold = hw.name in highlight
-        ax.plot(x, np.minimum(hw.flops, x * hw.bandwidth), color=highlight.get(hw.name) or next(others),
-                lw=1.8 if bold else 0.8, alpha=1 if bold else 0.6, label=f"{hw.name} (ridge {hw.ridge:.0f})")
+        if hw.name in highlight:
+            ax.plot(x, np.minimum(hw.flops, x * hw.bandwidth), color=highlight[hw.name], lw=1.8,
+                    label=f"{hw.name} (ridge {hw.ridge:.0f})")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")

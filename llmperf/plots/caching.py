@@ -38,7 +38,7 @@ def step_times(sweep, others=None):
 def crossovers(result):
     """A naive generation's recomputed weight products (n²) against its attention (n³), one panel per model (a
     `Crossovers`), all from the cost model: solid and dashed lines, a dotted vertical where they cross."""
-    fig, axes = figure(ncols=len(result.curves), width=5.5 * len(result.curves) if len(result.curves) > 1 else None)
+    fig, axes = figure(panels=len(result.curves), height=3.2)
     for curve, ax in zip(result.curves, np.atleast_1d(axes)):
         ax.plot(curve.new_tokens, curve.matmul_flops, "-", color=PREDICTED, label="weight products")
         ax.plot(curve.new_tokens, curve.attention_flops, "--", color=PREDICTED, label="attention")
@@ -53,9 +53,9 @@ def crossovers(result):
 
 
 def batch_steps(predicted, here):
-    """Time per token of each loop against the batch size (`BatchSteps` records): left, the cost model's
-    prediction for `predicted` (Llama-3-8B on an H100); right, this machine's steps, predicted and measured."""
-    fig, (ax, ax2) = figure(ncols=2, width=11)
+    """Time per token of each loop against the batch size (`BatchSteps` records): above, the cost model's
+    prediction for `predicted` (Llama-3-8B on an H100); below, this machine's steps, predicted and measured."""
+    fig, (ax, ax2) = figure(panels=2)
     for a, record in ((ax, predicted), (ax2, here)):
         for loop, pred, meas in (("naive", record.naive_pred_s, record.naive_s),
                                  ("cached", record.cached_pred_s, record.cached_s)):

@@ -17,10 +17,10 @@ def _log2_batches(ax, batches) -> None:
 
 
 def batch_sweep(sweep, others=None):
-    """Left, one decode step's time against batch size; right, the tokens per second it yields (log scale):
+    """Above, one decode step's time against batch size; below, the tokens per second it yields (log scale):
     measured, bytes ÷ bandwidth, and the roofline part by part. `sweep`: a BatchSweep; `others` (a
-    reference.compare.Comparison) adds each reference's tokens/s on the right."""
-    fig, (ax, ax2) = figure(ncols=2, width=11)
+    reference.compare.Comparison) adds each reference's tokens/s below."""
+    fig, (ax, ax2) = figure(panels=2)
     b = sweep.batches
     ax.plot(b, [t * 1e3 for t in sweep.bandwidth_s], "-", color=PREDICTED, label="bytes ÷ bandwidth (predicted)")
     ax.plot(b, [t * 1e3 for t in sweep.roof_s], "--", color=PREDICTED, label="roofline, part by part (predicted)")
@@ -43,14 +43,22 @@ def batch_sweep(sweep, others=None):
 
 
 def _label_batches(ax, batches, x, y, offset=(4, 4)) -> None:
+    """"B=…" beside each point; where two points lie within a few pixels of each other, the second's label goes
+    to the other side of its point, so that no two labels overlap."""
+    ax.figure.canvas.draw_idle()
+    last = None
     for b, xi, yi in zip(batches, x, y):
-        ax.annotate(f"B={b}", (xi, yi), textcoords="offset points", xytext=offset, fontsize=8)
+        at = ax.transData.transform((xi, yi))
+        close = last is not None and abs(at[0] - last[0]) < 30 and abs(at[1] - last[1]) < 14
+        dx, dy = offset if not close else (-offset[0] - 26, -offset[1] if offset[1] else 10)
+        ax.annotate(f"B={b}", (xi, yi), textcoords="offset points", xytext=(dx, dy), fontsize=8)
+        last = None if close else at
 
 
 def latency_throughput(sweep, predicted):
-    """Each user's tokens/s against all users' together, one point per batch size: left, this machine's batch
-    sweep (a BatchSweep), measured; right, Llama-3-8B predicted part by part (a LatencyThroughput)."""
-    fig, (ax, ax2) = figure(ncols=2, width=11)
+    """Each user's tokens/s against all users' together, one point per batch size: above, this machine's batch
+    sweep (a BatchSweep), measured; below, Llama-3-8B predicted part by part (a LatencyThroughput)."""
+    fig, (ax, ax2) = figure(panels=2)
     ax.plot(sweep.tokens_per_s, [1 / t for t in sweep.step_s], "o-", color=MEASURED, label="measured")
     _label_batches(ax, sweep.batches, sweep.tokens_per_s, [1 / t for t in sweep.step_s])
     ax.set_title(f"SmolLM2-135M, {sweep.device_type}, measured")
@@ -73,7 +81,7 @@ def roofline(roofs, sweep, others=None):
     """The roofs of the table's accelerators and of this machine (a Roofs), the batch sweep's measured steps
     (a BatchSweep) at their intensity and achieved FLOP rate, and the Llama-3-8B step's intensity at batch 1;
     and each committed reference's probed roof and measured steps (`others`, a reference.compare.Comparison)."""
-    fig, ax = figure(width=8, height=5)
+    fig, ax = figure(height=6.4)
     here_label = f"this machine, probed, {roofs.dtype} (measured)"
     h100_label = f"{roofs.h100.name}, datasheet (predicted)"
     table = [dataclasses.replace(hw, name=h100_label) if name == roofs.h100.name else hw
@@ -87,8 +95,16 @@ def roofline(roofs, sweep, others=None):
     # at the source notes' 2·N intensity, as the table and the caption quote it
     ax.axvline(roofs.intensity_2n, color=PREDICTED, ls=":", label="Llama-3-8B decode, batch 1 (2·N, predicted)")
     ax.set_title("Roofline: table accelerators, this machine, and the measured decode step")
-    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    _legend_below(ax)
     return fig
+
+
+def _legend_below(ax) -> None:
+    """The roofline's legend under its axes (the figure makes room for it), so that the plot keeps the figure's
+    width."""
+    if ax.get_legend() is not None:
+        ax.get_legend().remove()
+    ax.figure.legend(*ax.get_legend_handles_labels(), fontsize=8, loc="outside lower center", ncols=1)
 
 
 def _reference_roofs(ax, others) -> None:
@@ -109,7 +125,6 @@ def _reference_roofs(ax, others) -> None:
                     lw=1.2, label=f"{ref.label}, probed roof" + (f" ({dtype})" if isinstance(dtype, str) else ""))
             drawn += 1
     reference_series(ax, others, "roofline", suffix=", measured steps")
-    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
 
 
 def context_sweep(sweep, others=None):

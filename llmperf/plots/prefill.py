@@ -10,12 +10,12 @@ def _ms(seconds) -> list[float]:
 
 
 def ttft_figure(sweep, others=None):
-    """Left: measured TTFT against the compute-bound prediction (causal, and full attention dashed) and the
-    fitted parabola. Right: the FLOP rate each prefill achieved, against the probe at the model's shape.
-    `sweep` is a `TTFTSweep`; `others` (a reference.compare.Comparison) adds each reference's measured TTFT on
-    the left."""
+    """Above: measured TTFT against the compute-bound prediction (causal, and full attention dashed) and the
+    fitted parabola. Below: the FLOP rate each prefill achieved, against the probe at the model's shape.
+    `sweep` is a `TTFTSweep`; `others` (a reference.compare.Comparison) adds each reference's measured TTFT
+    above."""
     grid, causal, full = sweep.predicted_curve()
-    fig, (ax, ax2) = figure(ncols=2, width=11)
+    fig, (ax, ax2) = figure(panels=2)
     measured_vs_line(ax, sweep.lengths, _ms(sweep.ttft), grid, _ms(causal),
                      measured_label="measured (fastest run)", line_label="predicted: causal FLOPs ÷ matmul rate",
                      xlabel="prompt length S (tokens)", ylabel="TTFT (ms)", line_color=PREDICTED,

@@ -75,12 +75,12 @@ def ttft_cdf(records, percentiles=(50, 90, 99), ax=None, method: str = "linear")
 
 
 def exchange_rate(sweep, others=None):
-    """Left: the server's output tokens/s against each user's, one point per max batch size at 1 ÷ mean TPOT,
+    """Above: the server's output tokens/s against each user's, one point per max batch size at 1 ÷ mean TPOT,
     with a bar from 1 ÷ p99 TPOT (the sweep's percentile method) to it: MLPerf limits the p99 TPOT, so a batch
-    meets a scenario's TPOT limit when its bar's left end lies right of that scenario's vertical line. Right:
+    meets a scenario's TPOT limit when its bar's left end lies right of that scenario's vertical line. Below:
     median and p99 TTFT against the batch size, with MLPerf's TTFT limits. `others` (a
-    reference.compare.Comparison) adds each reference's curve on the left."""
-    fig, (ax, ax2) = figure(ncols=2, width=10)
+    reference.compare.Comparison) adds each reference's curve above."""
+    fig, (ax, ax2) = figure(panels=2)
     batches, per_user, agg = sweep.batches, sweep.per_user, sweep.tok_s
     slowest = [1 / t for t in sweep.percentile("tpot", "p99")]  # tokens/s at the p99 TPOT
     ax.plot(per_user, agg, "o-", color=MEASURED, label="1 ÷ mean TPOT")
@@ -109,23 +109,33 @@ def exchange_rate(sweep, others=None):
 
 
 def loops_over_time(loops):
-    """Each loop of the stall workload over time: the server's polled count of requests in flight, each
-    request's TTFT at the moment it was sent, and the long prompt's wait and prefill shaded."""
-    fig, axes = figure(ncols=2, width=10)
+    """Each loop of the stall workload over time, one panel each: the server's polled count of requests in flight
+    (left axis), each request's TTFT at the moment it was sent (right axis), and the long prompt's wait and
+    prefill shaded."""
+    fig, axes = figure(panels=2, height=3.0)
+    twins = []
     for ax, x in zip(axes, loops.loops):
         t0 = min(r.sent for r in x.requests)
         ts, counts = zip(*x.polled)
         ax.step([t - t0 for t in ts], counts, where="post", color=FIT, label="in flight (server's count)")
         start, end = x.stall
         ax.axvspan(start - t0, end - t0, color=PALETTE[3], alpha=0.15, label="long prompt waiting and prefilled")
-        ok = [r for r in x.requests if r.ok]
-        ax.plot([r.sent - t0 for r in ok], [r.times.ttft for r in ok], "o", color=MEASURED, ms=4,
-                label="TTFT of a request sent then (s)")
-        ax.axhline(loops.concurrency, color=FIT, ls=":", lw=1)
+        ax.axhline(loops.concurrency, color=FIT, ls=":", lw=1, label="the closed loop's clients")
+        ax.set_ylim(bottom=0)
         ax.set_xlabel("time since the first request (s)")
-        ax.set_ylabel("requests / seconds")
+        ax.set_ylabel("requests in flight")
         ax.set_title(f"{x.name} loop, {x.summary.request_throughput:.2f} requests/s")
-    axes[0].legend(fontsize=8, loc="upper left")
+        ttft = ax.twinx()
+        twins.append(ttft)
+        ttft.spines["right"].set_visible(True)
+        ttft.grid(False)
+        ok = [r for r in x.requests if r.ok]
+        ttft.plot([r.sent - t0 for r in ok], [r.times.ttft for r in ok], "o", color=MEASURED, ms=4,
+                  label="TTFT of a request sent then")
+        ttft.set_ylim(bottom=0)
+        ttft.set_ylabel("TTFT (s)", color=MEASURED)
+    handles = [h for a in (axes[0], twins[0]) for h in a.get_legend_handles_labels()[0]]
+    axes[0].legend(handles=handles, fontsize=8, loc="upper left")
     return fig
 
 
