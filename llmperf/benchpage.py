@@ -124,7 +124,7 @@ def decode_sentence(results: dict) -> str:
         spread = pairs["min"] < 1 < pairs["max"]
         said.append(f"In {pairs['pairs']} back-to-back pairs the fused step made {pairs['median']:.2f} times "
                     f"llama.cpp F32's tokens/s (median; {pairs['min']:.2f} to {pairs['max']:.2f} times): "
-                    f"{_relation(pairs["median"])} llama.cpp there"
+                    f"{_relation(pairs['median'])} llama.cpp there"
                     + (", though single pairs fell on both sides of level." if spread else "."))
     if "llmperf fused" in by and "llmperf plain" in by:
         plain, fused = by["llmperf plain"]["ms_per_token"], by["llmperf fused"]["ms_per_token"]
