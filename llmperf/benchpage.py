@@ -70,11 +70,12 @@ def number(value, digits: int | None = None) -> str:
 
 
 def _frame(rows: list[dict]):
-    """A DataFrame of `rows`, leaving out the columns no row has a value in."""
+    """A DataFrame of `rows` indexed by their first column, leaving out the columns no row has a value in."""
     import pandas as pd
 
     frame = pd.DataFrame(rows)
-    return frame[[c for c in frame.columns if (frame[c] != NONE).any()]]
+    frame = frame[[c for c in frame.columns if (frame[c] != NONE).any()]]
+    return frame.set_index(frame.columns[0])
 
 
 def _relation(ratio: float) -> str:
@@ -108,8 +109,8 @@ def decode_table(results: dict):
         ms = r.get("ms_per_token")
         tokens = r.get("tokens_per_s", 1e3 / ms if ms else None)
         fraction = r.get("fraction_of_probe_bw")
-        rows.append({"model": r.get("model", NONE), "dtype": r.get("dtype", NONE),
-                     "implementation": r.get("variant", NONE), "ms/token": number(ms, 2),
+        rows.append({"implementation": r.get("variant", NONE), "model": r.get("model", NONE),
+                     "dtype": r.get("dtype", NONE), "ms/token": number(ms, 2),
                      "tokens/s": number(tokens, 1), "GB/s": number(r.get("achieved_GBps")),
                      "probe": r.get("probe", NONE), "probe (GB/s)": number(r.get("probe_GBps"), 0),
                      "of probe (%)": number(None if fraction is None else 100 * fraction, 0)})
