@@ -243,3 +243,13 @@ def test_the_page_shows_each_machines_newest_run_or_says_there_is_none(tmp_path,
     page.show("decode", where=tmp_path)
     assert len(shown) == 3 and shown[0].data == f"**{heading}**"
     assert list(page.overview(tmp_path)["file"]) == ["benchmarks/results/decode-test.json"]
+
+
+def test_the_page_notebook_is_committed_bare_hidden_narrow_and_shows_every_benchmark():
+    notebook = json.loads((br.ROOT / "book" / "benchmarks.ipynb").read_text(encoding="utf-8"))
+    cells = [c for c in notebook["cells"] if c["cell_type"] == "code"]
+    source = "".join("".join(c["source"]) for c in cells)
+    assert all(not c["outputs"] and c["execution_count"] is None for c in cells)  # committed without outputs
+    assert all({"hide-input", "remove-input"} & set(c["metadata"].get("tags", ())) for c in cells)
+    assert all(len(line) <= 80 for c in cells for line in "".join(c["source"]).splitlines())
+    assert all(f'benchpage.show("{name}")' in source for name in br.BENCHMARKS)
