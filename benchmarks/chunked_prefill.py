@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import llmperf  # noqa: F401  first: it sets OPENBLAS_THREAD_TIMEOUT before NumPy loads OpenBLAS
 import argparse
-import json
 import statistics
 import sys
 
 import torch
 
+from llmperf import benchresults
 from llmperf.device import environment, pick_device
 from llmperf.engine import Engine, Request
 from llmperf.serve.worker import served_model
@@ -87,9 +87,9 @@ def main(argv=None) -> int:
         print(f"{c:>14} {-(-args.long_prompt // c):>7} {med['longest gap (ms)']:>17.0f} "
               f"{med['median gap (ms)']:>16.1f} {med['long TTFT (ms)']:>15.0f}")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"environment": env, "long_prompt": args.long_prompt, "decoding": args.decoding,
-                       "rows": rows}, f, indent=1)
+        results = {"rows": rows, "dtype": "float32", "long_prompt": args.long_prompt, "decoding": args.decoding}
+        benchresults.save(benchresults.result("chunked_prefill", env, results, argv), args.json)
+        print(f"wrote {args.json}")
     return 0
 
 

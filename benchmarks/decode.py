@@ -45,7 +45,7 @@ from pathlib import Path
 
 import torch
 
-from llmperf import cost, hardware, load_smollm2, stream
+from llmperf import benchresults, cost, hardware, load_smollm2, stream
 from llmperf.config import get_config
 from llmperf.device import (DTYPES, check_dtype, dtype_name, environment, free_memory_bytes, pick_device,
                             synchronize)
@@ -332,9 +332,8 @@ def main(argv=None) -> int:
     if device.type == "cpu" and "float32" in dtypes:
         print(tuning.report())  # how the fused model stored each matrix on this host, and why
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"environment": env, "rows": rows, "fused_over_llama_cpp_pairs": ratios,
-                       "numpy_step_layouts": tuning.timings()}, f, indent=2)
+        results = {"rows": rows, "fused_over_llama_cpp_pairs": ratios, "numpy_step_layouts": tuning.timings()}
+        benchresults.save(benchresults.result("decode", env, results, argv), args.json)
         print(f"wrote {args.json}")
     return 0
 

@@ -38,7 +38,6 @@ from __future__ import annotations
 import llmperf  # noqa: F401  first: it sets OPENBLAS_THREAD_TIMEOUT before NumPy loads OpenBLAS
 import argparse
 import asyncio
-import json
 import random
 import subprocess
 import statistics
@@ -51,6 +50,7 @@ from pathlib import Path
 import httpx
 import torch
 
+from llmperf import benchresults
 from llmperf.bench import run, synthetic_prompts
 from llmperf.device import DTYPES, environment, pick_device
 from llmperf.engine import POLICIES
@@ -212,7 +212,7 @@ def main(argv=None) -> int:
         except (httpx.HTTPError, ValueError, KeyError, IndexError) as e:
             p.error(f"could not reach {args.url}: {e}")
         args.vocab = 32_000
-        env = {"server": args.url}
+        env = {"device": "remote", "device_name": args.url}  # another server: its machine is not known here
         rows += [{"policy": "(server's own)", **measure(args.url, name, c, args)} for c in levels]
         ratios = {}
     else:
@@ -232,8 +232,8 @@ def main(argv=None) -> int:
             port = next(ports)
             commands["llama-server"] = (llama_server(binary, max(levels), context, port), port, "llama-server")
         elif args.llama_cpp:
-            print("llama.cpp: no llama-server on PATH and $LLAMA_SERVER unset, so no llama.cpp rows (book/"
-                  "benchmarks.md, \"llama.cpp beside it\", builds one).")
+            print("llama.cpp: no llama-server on PATH and $LLAMA_SERVER unset, so no llama.cpp rows (the "
+                  "benchmarks page, \"llama.cpp beside it\", builds one).")
         rows, ratios = compare(commands, levels, args)
     print(f"\nclosed loop, {args.input_len}-token prompts, 1 to {2 * args.output_len - 1} new tokens each")
     print(f"{'policy':<15} {'clients':>7} {'tokens/s':>9} {'per user':>9} {'TTFT p50':>9} {'p99':>8} "
@@ -254,8 +254,9 @@ def main(argv=None) -> int:
             print(f"at {clients}: llmperf.serve made {statistics.median(paired):.2f}x llama-server's output "
                   f"tokens/s{spread}")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"environment": env, "rows": rows, "continuous_over_llama_server": ratios}, f, indent=2)
+        results = {"rows": rows, "dtype": args.dtype, "input_len": args.input_len, "output_len": args.output_len,
+                   "continuous_over_llama_server": {str(c): r for c, r in ratios.items()}}
+        benchresults.save(benchresults.result("serving", env, results, argv), args.json)
         print(f"wrote {args.json}")
     return 0
 

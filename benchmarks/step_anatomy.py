@@ -20,11 +20,10 @@ Chapter 5 of the book runs the same measurements on SmolLM2.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 
-from llmperf import build_model, hardware, load_smollm2
+from llmperf import benchresults, build_model, hardware, load_smollm2
 from llmperf.config import get_config
 from llmperf.device import DTYPES, check_dtype, dtype_name, environment, pick_device
 from llmperf.chapters.setup import default_dtype
@@ -100,10 +99,10 @@ def main(argv=None) -> int:
         print(f"{r['variant']:<30} {r['ms']:>8.3f} {r['bandwidth_ms']:>12.3f} {r['read_GBps']:>10.1f} "
               f"{r['times_bandwidth_time']:>11.2f}")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"environment": env, "model": cfg.name, "context": args.context, "clock": prof.clock,
-                       "profiled_step_ms": prof.step * 1e3, "op_overhead_us": overhead * 1e6, "kinds": kinds,
-                       "steps": steps}, f, indent=2)
+        results = {"rows": kinds, "steps": steps, "model": cfg.name, "dtype": dtype_name(dtype),
+                   "context": args.context, "clock": prof.clock, "ops": prof.ops, "kernels": prof.kernels,
+                   "profiled_step_ms": prof.step * 1e3, "op_overhead_us": overhead * 1e6}
+        benchresults.save(benchresults.result("step_anatomy", env, results, argv), args.json)
         print(f"wrote {args.json}")
     return 0
 

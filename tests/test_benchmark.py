@@ -1,12 +1,14 @@
-"""The decode benchmark runs end to end and writes the table it prints (its times are not asserted)."""
+"""The benchmarks run end to end and write the tables they print as result files (their times are not
+asserted)."""
 
 import importlib.util
 import argparse
-import json
 import pathlib
 
 import pytest
 import torch
+
+from llmperf import benchresults
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -17,6 +19,14 @@ def load_script(name: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def written(path: pathlib.Path, benchmark: str) -> dict:
+    """The result file a script wrote: valid, of `benchmark`, on this machine, with the script's command."""
+    data = benchresults.load(path)
+    assert data["benchmark"] == benchmark and data["command"][0] == f"benchmarks/{benchmark}.py"
+    assert "--json" in data["command"] and data["machine"]["cpu_count"] and data["machine"]["device"] == "cpu"
+    return data["results"]
 
 
 def load_benchmark():
@@ -30,7 +40,7 @@ def test_decode_benchmark_writes_its_table(tmp_path, capsys, monkeypatch):
     out = tmp_path / "decode.json"
     assert bench.main(["--device", "cpu", "--dtypes", "float32", "--prompt", "8", "--new-tokens", "4",
                        "--repeat", "1", "--skip-transformers", "--json", str(out)]) == 0
-    table = json.loads(out.read_text())
+    table = written(out, "decode")
     assert [r["variant"] for r in table["rows"]] == ["llmperf plain", "llmperf fused"]
     for r in table["rows"]:
         assert r["tokens_per_s"] == pytest.approx(1e3 / r["ms_per_token"])
@@ -61,7 +71,7 @@ def test_decode_benchmark_runs_llama_cpp_in_the_same_run(tmp_path, capsys, monke
     out = tmp_path / "decode.json"
     assert bench_module.main(["--device", "cpu", "--dtypes", "float32", "--prompt", "8", "--new-tokens", "4",
                               "--repeat", "1", "--pairs", "3", "--skip-transformers", "--json", str(out)]) == 0
-    table = json.loads(out.read_text())
+    table = written(out, "decode")
     rows = {r["variant"]: r for r in table["rows"]}
     assert rows["llama.cpp F32"]["tokens_per_s"] == pytest.approx(50.0)
     pairs = table["fused_over_llama_cpp_pairs"]  # each: the fused model's tokens/s over llama.cpp's 50
@@ -121,9 +131,10 @@ def test_step_anatomy_writes_its_table(tmp_path):
     out = tmp_path / "anatomy.json"
     assert load_anatomy().main(["--device", "cpu", "--model", "tiny", "--context", "8", "--repeat", "2",
                                 "--json", str(out)]) == 0
-    result = json.loads(out.read_text())
+    result = written(out, "step_anatomy")
     assert [r["variant"] for r in result["steps"]] == ["eager"]
-    assert {r["kind"] for r in result["kinds"]} >= {"projections", "lm_head", "other"}
+    assert {r["kind"] for r in result["rows"]} >= {"projections", "lm_head", "other"}
+    assert result["ops"] > 0 and result["model"] == "tiny"
     assert result["op_overhead_us"] > 0
 
 
@@ -144,7 +155,7 @@ def test_serving_benchmark_writes_its_table(tmp_path, capsys):
     out = tmp_path / "serving.json"
     assert load_serving().main(["--concurrency", "1,2", "--min-requests", "2", "--input-len", "4",
                                 "--output-len", "3", "--device", "cpu", "--json", str(out)]) == 0
-    rows = json.loads(out.read_text())["rows"]
+    rows = written(out, "serving")["rows"]
     assert [(r["policy"], r["concurrency"]) for r in rows] == [("continuous", 1), ("continuous", 2),
                                                                ("static", 1), ("static", 2)]
     assert all(r["failed"] == 0 and r["requests"] >= 2 and r["output_tokens_per_s"] > 0 for r in rows)
@@ -210,7 +221,7 @@ def test_chunked_prefill_benchmark_writes_its_table(tmp_path, capsys):
     out = tmp_path / "chunked.json"
     assert load_script("chunked_prefill").main(["--long-prompt", "12", "--chunks", "16,4", "--rounds", "1",
                                                 "--decoding", "1", "--device", "cpu", "--json", str(out)]) == 0
-    rows = json.loads(out.read_text())["rows"]
+    rows = written(out, "chunked_prefill")["rows"]
     assert [(r["prefill_chunk"], r["pieces"]) for r in rows] == [(16, 1), (4, 3)]
     assert all(r["longest gap (ms)"] >= r["median gap (ms)"] > 0 and r["long TTFT (ms)"] > 0 for r in rows)
     assert "then a 12-token prompt arrives" in capsys.readouterr().out

@@ -142,8 +142,8 @@ class NumpyDecodeStep:
         (B, in) × (in, out) matrix product, handed to the fused model's PyTorch layer (`product`), which reads
         each weight once for all rows: from its packed copy if the model was packed (`FusedTransformer.pack`),
         else with PyTorch's own product. NumPy's (OpenBLAS's gemm) packs every weight anew at every call and
-        took longer for a few rows than either (book/benchmarks.md). Attention reads each row's own keys, up
-        to its own position (`attend_rows`), all rows in one batched product."""
+        took longer for a few rows than either (commit e9a499b's benchmarks page). Attention reads each row's
+        own keys, up to its own position (`attend_rows`), all rows in one batched product."""
         cfg = self.cfg
         H, Hkv, hd = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
         keys, values = cache.k.numpy(), cache.v.numpy()  # (L, B, Hkv, capacity, hd): the cache's own memory

@@ -6,7 +6,7 @@ multiplies the tiles. For a product of many rows that copy is paid once and used
 many times; for a decode step of a few rows, each weight's copy is as much
 memory traffic as the product itself, and the step takes up to twice as long as
 its bytes say. PyTorch's CPU gemm packs on every call: four rows cost far more
-than one (book/benchmarks.md, "Fourth round", has the figures for one host).
+than one (commit e9a499b's benchmarks page has the figures for one host).
 
 oneDNN, the library behind PyTorch's CPU convolutions, can pack a weight once
 (`pack`, into its own blocked layout, as a special "mkldnn" tensor) and reuse

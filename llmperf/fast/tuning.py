@@ -11,7 +11,7 @@ So the answers are measured here, in the step itself: `fused.measured_layouts` b
 guess (`first_guess`), then for each kind of matrix (wqkv, wo, w13, w2, head) times whole steps with that kind
 stored each way it may be (`candidates`), the ways taking turns so that a drifting machine affects them alike
 (`time_in_step`), and keeps the fastest before it tries the next kind. A gemv timed on its own, with copies of
-one shape, did not predict the step: on one host it chose layouts 3 % slower there (book/benchmarks.md).
+one shape, did not predict the step: on one host it chose layouts 3 % slower there (commit 24b0f57's benchmarks page).
 
 A server's model also decides whether products of several rows (a batch's decode step, a prompt's prefill)
 read weights packed once (`packing`) or PyTorch's own product packs them at every call: `fused.measured_products`
