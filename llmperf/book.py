@@ -140,6 +140,9 @@ class Collapsed:
     def __init__(self, table, what: str = "table"):
         self.table, self.what = table, what
 
+    def __getattr__(self, name):  # the table's own: a Styler's .data, .caption, .to_html
+        return getattr(self.__dict__["table"], name)
+
     def _repr_html_(self) -> str:
         frame = getattr(self.table, "data", self.table)  # a Styler's DataFrame
         inner = table_html(self.table)

@@ -297,7 +297,8 @@ def test_stall_loops(loops):
     assert numbers["long"] == 32 and numbers["n_ttft"] == 4 and "in one pass" in numbers["long_prefill_text"]
     assert numbers["p99_nearest"] == numbers["ttft_max_ms"]  # under 100 values, nearest rank is the largest
     assert len(loops.table().data) == 2 and len(loops.percentile_table().data) == 2
-    assert len(figures.loops_over_time(loops).axes) == 2
+    axes = figures.loops_over_time(loops).axes  # a panel per loop, each with its TTFT on an axis of its own
+    assert [ax.get_ylabel() for ax in axes] == ["requests in flight"] * 2 + ["TTFT (s)"] * 2
 
 
 def test_answer_table(small):

@@ -12,7 +12,11 @@ every page of `_build/html` it checks that
 - no code cell's output is an error;
 - every solution is closed when the page opens and opens on a click;
 - each chapter shows its tables as HTML tables (DataFrames), as many as it has
-  (`TABLES`), not as monospace text printed by hand;
+  (`TABLES`), not as monospace text printed by hand, in the site's table style
+  (padding, numbers right-aligned);
+- it reads as a book: no progress bar or stderr in any output, computed text in
+  the body's weight, no code cell that scrolls sideways at 1280 px, and every
+  chapter figure numbered and captioned;
 
 and saves a full-page screenshot to `_build/screenshots/`. Playwright drives the
 system's Chromium (Debian: `apt-get install chromium`); without it, or without a
@@ -111,6 +115,29 @@ IMAGES = """async () => {
 }"""
 
 
+# The page as a book: what a reader must not see, and the style a reader must see.
+BOOK = """() => {
+  const weight = e => parseInt(getComputedStyle(e).fontWeight, 10);
+  const inCode = e => e.closest('pre, code, .cell_input');
+  return {
+    progress: [...document.querySelectorAll('.cell_output')].map(e => e.textContent)
+      .filter(t => /\\d+\\/\\d+ \\[\\d+:\\d+|it\\/s\\]|s\\/it\\]/.test(t)).map(t => t.slice(0, 120)),
+    stderr: document.querySelectorAll('.cell_output .output.stderr').length,
+    bold: [...document.querySelectorAll('span.pasted-text, span.pasted-inline, p > span.output')]
+      .filter(e => !inCode(e) && weight(e) > weight(e.parentElement)).map(e => e.textContent.slice(0, 80)),
+    wide: [...document.querySelectorAll('div.cell_input pre, div.cell_output pre')]
+      .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.textContent.slice(0, 80)),
+    unpadded: [...document.querySelectorAll('.cell_output table td')]
+      .filter(e => parseFloat(getComputedStyle(e).paddingLeft) < 4).length,
+    leftNumbers: [...document.querySelectorAll('.cell_output table td.llmperf-number')]
+      .filter(e => getComputedStyle(e).textAlign !== 'right').length,
+    uncaptioned: [...document.querySelectorAll('.cell_output img')]
+      .filter(i => { const f = i.closest('figure'); const c = f && f.querySelector('figcaption');
+                     return !(c && /Fig/.test(c.textContent)); }).map(i => i.getAttribute('src')),
+  };
+}"""
+
+
 LINKS = """() => [...document.querySelectorAll('a[href]')].map(a => a.href).filter(h => h.startsWith('file:'))"""
 
 
@@ -144,6 +171,13 @@ def test_a_page_reads_right_offline(browser, page_path):
         if page_path.stem in TABLES:
             tables = page.locator(".cell_output table").count()
             assert tables == TABLES[page_path.stem], f"{tables} tables in the cell outputs, expected {TABLES[page_path.stem]}"
+        book = page.evaluate(BOOK)
+        assert book["progress"] == [] and book["stderr"] == 0, f"progress bars or stderr on the page: {book}"
+        assert book["bold"] == [], f"computed text in bold: {book['bold'][:3]}"
+        assert book["wide"] == [], f"code that scrolls sideways at 1280 px: {book['wide'][:3]}"
+        assert book["unpadded"] == 0 and book["leftNumbers"] == 0, "tables without the site's table style"
+        if page_path.parent.name == "notebooks":
+            assert book["uncaptioned"] == [], f"figures without a number and a caption: {book['uncaptioned']}"
         errors = page.locator(".cell_output .output.traceback, .cell_output .output.error")
         assert errors.count() == 0, errors.first.inner_text()[:500]
 

@@ -30,7 +30,7 @@ def run_figure(records: Sequence[RequestRecord], title: str, objectives: Mapping
     ok = [r for r in records if r.ok]
     if not ok:
         raise ValueError("No request succeeded, so there is nothing to draw.")
-    fig, (ttft_ax, tpot_ax, itl_ax) = plots.figure(ncols=3, height=3.6)
+    fig, (ttft_ax, tpot_ax, itl_ax) = plots.figure(panels=3, height=2.6)
     series = {"TTFT": [r.times.ttft * MS for r in ok],
               "TPOT": [r.times.tpot * MS for r in ok if r.times.n_tokens > 1]}
     for (name, values), ax in zip(series.items(), (ttft_ax, tpot_ax)):
@@ -56,7 +56,7 @@ def sweep_figure(sweep: Sweep, title: str):
     """The figure of a sweep (see the module's docstring): one panel per latency, a point per load."""
     from .. import plots
 
-    fig, axes = plots.figure(ncols=3, height=3.6)
+    fig, axes = plots.figure(panels=3, height=2.6)
     xs = [p.summary.output_throughput for p in sweep.points]
     knee, top = sweep.knee, sweep.capacity
     for ax, name in zip(axes, ("ttft", "tpot", "e2e")):

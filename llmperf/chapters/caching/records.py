@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from ...book import Collapsed
 from ...cost import GenerationCost
 from ...fit import Fit, linear_fit
 from ...hardware import ACCELERATORS, Accelerator
@@ -86,8 +87,9 @@ class StepSweep:
                            "naive step (ms)": [t * 1e3 for t in self.naive_s],
                            "cached step (ms)": [t * 1e3 for t in self.cached_s],
                            "naive / cached": [a / b for a, b in zip(self.naive_s, self.cached_s)]})
-        return df.style.format({"S (tokens)": "{:,}", "naive step (ms)": "{:.1f}", "cached step (ms)": "{:.2f}",
-                                "naive / cached": "{:.1f}"}).hide(axis="index")
+        shown = df.style.format({"S (tokens)": "{:,}", "naive step (ms)": "{:.1f}", "cached step (ms)": "{:.2f}",
+                                 "naive / cached": "{:.1f}"}).hide(axis="index")
+        return Collapsed(shown, "sweep")
 
     def numbers(self) -> dict[str, object]:
         return {"device": self.device, "dtype_name": self.dtype,

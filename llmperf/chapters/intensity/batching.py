@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ... import cost, hardware
+from ...book import Collapsed
 from ...fast import fuse
 from ...hardware import Accelerator
 from ...profiling import forward_fn, op_counts
@@ -151,7 +152,7 @@ class BatchSweep:
         })
         fmt = {"FLOP/byte": "{:.2f}", "bytes/BW (ms)": "{:.2f}", "roofline (ms)": "{:.2f}", "measured (ms)": "{:.2f}",
                "tokens/s": "{:,.1f}", "GB/s": "{:.2f}", "% of BW": "{:.1f}"}
-        return df.style.format(fmt).hide(axis="index")
+        return Collapsed(df.style.format(fmt).hide(axis="index"), "sweep")
 
     def check(self) -> None:
         """Tokens/s grow with the batch (a quarter of the batch, at least, at the middle one), and no step beats

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ... import cost, hardware
+from ...book import Collapsed
 from ...device import dtype_name
 from ...hardware import Accelerator
 from ...profiling import forward_fn
@@ -106,7 +107,7 @@ class ContextSweep:
         })
         fmt = {"context (tokens)": "{:,d}", "KV read (MB)": "{:.1f}", "KV share (%)": "{:.1f}",
                "predicted ×": "{:.3f}", "TPOT (ms)": "{:.2f}", "measured ×": "{:.3f}"}
-        return df.style.format(fmt).hide(axis="index")
+        return Collapsed(df.style.format(fmt).hide(axis="index"), "sweep")
 
     def check(self) -> None:
         """At batch 1, 16x (or more) the context costs less than 2x the TPOT; and no step beats its roofline by

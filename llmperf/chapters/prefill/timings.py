@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ... import cost, hardware
+from ...book import Collapsed
 from ...config import get_config
 from ...device import dtype_name
 from ...fit import Fit, poly_fit
@@ -135,9 +136,10 @@ class TTFTSweep:
                            "measured (ms)": [t * 1e3 for t in self.ttft],
                            "measured ÷ predicted": [t / p for t, p in zip(self.ttft, self.predicted)],
                            "achieved (GFLOP/s)": [r / 1e9 for r in self.achieved]})
-        return (df.style.format("{:,.1f}").format("{:,}", subset=["prompt (tokens)"])
-                .format("{:.2f}", subset=["measured ÷ predicted"]).hide(axis="index")
-                .set_caption(f"{self.model} prefill, {self.device}, {self.dtype}"))
+        shown = (df.style.format("{:,.1f}").format("{:,}", subset=["prompt (tokens)"])
+                 .format("{:.2f}", subset=["measured ÷ predicted"]).hide(axis="index")
+                 .set_caption(f"{self.model} prefill, {self.device}, {self.dtype}"))
+        return Collapsed(shown, "sweep")
 
     def check(self) -> None:
         # TTFT grows with the prompt, and bends upward: per prompt token, the longest prompt costs more than the

@@ -12,6 +12,7 @@ import pandas as pd
 
 from ... import bench
 from ...bench.sweep import Sweep
+from ...book import Collapsed
 from ...serve import background, create_app
 from ..setup import Setup
 from .claims import distserve_goodput, knee_text
@@ -55,7 +56,7 @@ class RateSweep:
     def table(self):
         """A row per load, lightest first: what arrived, what was served, the latencies, the share on target."""
         data = pd.DataFrame(self.sweep.rows())[SHOWN]
-        return data.style.format(precision=1, thousands=",", na_rep="—").hide(axis="index")
+        return Collapsed(data.style.format(precision=1, thousands=",", na_rep="—").hide(axis="index"), "sweep")
 
     def figure(self):
         """The exchange-rate curve of the sweep (`bench.report.sweep_figure`)."""

@@ -13,6 +13,7 @@ from functools import cached_property
 import pandas as pd
 
 from ... import bench, metrics
+from ...book import Collapsed
 from ...metrics import RequestRecord
 from ...prefills import PREFILL_CHUNK
 from ...serve import background, create_app
@@ -140,8 +141,9 @@ class BatchSweep:
                 "tokens/s per user": self.per_user,
                 "TTFT p50 (ms)": [t * 1e3 for t in self.percentile("ttft", "median")],
                 "TPOT p99 (ms)": [t * 1e3 for t in self.percentile("tpot", "p99")]}
-        return (pd.DataFrame(data).style.format(precision=1, thousands=",")
-                .format(precision=0, thousands=",", subset=["TTFT p50 (ms)"]).hide(axis="index"))
+        shown = (pd.DataFrame(data).style.format(precision=1, thousands=",")
+                 .format(precision=0, thousands=",", subset=["TTFT p50 (ms)"]).hide(axis="index"))
+        return Collapsed(shown, "sweep")
 
     def goodput_table(self):
         """Per batch size: requests/s, and goodput (requests/s meeting both objectives)."""
