@@ -48,7 +48,13 @@ assignments: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest --nbval-lax tests notebooks
 
+# JupyterLab evaluates a Markdown cell's {eval} expressions (the prose's numbers) only for a cell it has
+# drawn; with its default windowing, cells off screen during "Run All" would keep showing the expression.
+LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings
+
 lab: $(STAMP)
+	mkdir -p $(LAB_SETTINGS)
+	printf '%s\n' '{"@jupyterlab/notebook-extension:tracker": {"windowingMode": "none"}}' > $(LAB_SETTINGS)/overrides.json
 	$(BIN)/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) notebooks
 
 bench: $(STAMP)

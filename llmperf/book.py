@@ -1,15 +1,19 @@
 """How a chapter hands its computed numbers to its prose, and shows its tables and notes.
 
 The chapters never type a number into their text. A code cell computes it and
-`glue`s it under a name; the text refers to the name, {glue:text}`name:.2f`,
-and Jupyter Book writes the number in when it builds the site (MyST-NB's glue).
+glues it under a name (`glue_all(record.numbers())`); the text asks for it with
+MyST's inline expression, {eval}`val("name:.2f")`, which the kernel evaluates:
 
-Opened in JupyterLab, the same text shows only the name: glue references are
-resolved at build time, not by the notebook. So `glue` here also prints
-"name = value" in the cell's output whenever the notebook is not being built
-into the site, and a student reading in JupyterLab finds every number right
-under the cell that computed it. `make book` sets LLMPERF_BOOK=1, which keeps
-those lines off the website.
+- on the site, MyST-NB executes each page inline (`execute_notebooks: inline`)
+  and writes the value in as it reaches the expression;
+- in JupyterLab, jupyterlab-myst evaluates a Markdown cell's expressions when the
+  cell is run, so once a chapter has run its prose shows numbers, not names.
+
+One mechanism for both surfaces, with one consequence: a value must be glued in a
+cell above the text that reads it. `val` formats the value with the spec after
+the colon (Python's format mini-language, `,.1f`, `d`, ...) and hands it back as
+`Text`, which both surfaces show as itself; a sentence holding Markdown (`code`,
+**bold**, $math$) comes back as `Markdown`, rendered inline.
 
 Tables: every DataFrame or Styler a cell shows renders through `table_html`, which
 marks the columns of numbers so that the site's one table style (_static/llmperf.css)
@@ -25,34 +29,56 @@ import re
 
 from .progress import building_the_book
 
-__all__ = ["Collapsed", "building_the_book", "glue", "glue_all", "note", "table_html", "use_book_tables"]
+__all__ = ["Collapsed", "Markdown", "Text", "building_the_book", "glue", "glue_all", "note", "table_html",
+           "use_book_tables", "val"]
+
+_values: dict[str, object] = {}  # name -> value: everything glued in this process so far
+_MARKDOWN = re.compile(r"`|\*\*|\$|\{[a-z]+\}")  # code, bold, math, a role: text that needs rendering
 
 
-def _myst_glue(name: str, value, display: bool = False) -> None:
-    from myst_nb import glue as myst_glue  # here, so that a program without Jupyter can import this module
+class Text(str):
+    """A computed number or sentence as the prose shows it: its repr is the text itself, so an {eval}
+    expression shows it without quotes, on the site and in JupyterLab."""
 
-    myst_glue(name, value, display=display)
+    def __repr__(self) -> str:
+        return str(self)
 
 
-def glue(name: str, value, display: bool = False) -> None:
-    """Store `value` under `name` for the text's {glue:text} references; outside the book build, print it too."""
-    if hasattr(value, "item") and getattr(value, "shape", None) == ():  # a NumPy scalar: glue writes its
-        value = value.item()  # repr, np.float64(...), which the text's number formats cannot read
-    _myst_glue(name, value, display=display)
-    if not building_the_book():
-        if isinstance(value, float):
-            shown = f"{value:,.4g}"
-        elif isinstance(value, int) and not isinstance(value, bool):
-            shown = f"{value:,}"
-        else:
-            shown = str(value)
-        print(f"{name} = {shown}")
+class Markdown(Text):
+    """A computed sentence holding Markdown: rendered inline as MyST Markdown on both surfaces."""
+
+    def _repr_markdown_(self) -> str:
+        return str(self)
+
+
+def glue(name: str, value) -> None:
+    """Keep `value` under `name` for the prose's {eval}`val("name")` (a NumPy scalar as a plain number)."""
+    if hasattr(value, "item") and getattr(value, "shape", None) == ():
+        value = value.item()
+    _values[name] = value
 
 
 def glue_all(values) -> None:
     """Glue every (name, value) of `values`, a mapping: a result record's `numbers()`, in one call."""
     for name, value in values.items():
         glue(name, value)
+
+
+def val(ref: str) -> Text:
+    """The value glued as `name`, formatted: `ref` is "name" or "name:spec". A spec ending in d, x, ... takes
+    the value as a whole number, one ending in f, g, %, ... as a float, as MyST-NB's glue did. A string holding
+    Markdown comes back as `Markdown`. KeyError, saying what to run, for a name nothing has glued."""
+    name, _, spec = ref.partition(":")
+    if name not in _values:
+        raise KeyError(f"Nothing is glued as {name!r} yet: run the code cells above this text first "
+                       "(a value must be computed before the prose that shows it).")
+    value = _values[name]
+    if spec:
+        kind = spec[-1]
+        value = int(value) if kind in "bcdoxX" else float(value) if kind in "eEfFgGn%" else \
+            str(value) if kind == "s" else value
+    text = format(value, spec)
+    return Markdown(text) if isinstance(value, str) and _MARKDOWN.search(text) else Text(text)
 
 
 def note(text: str, title: str = "Note") -> None:

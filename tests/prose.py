@@ -1,4 +1,4 @@
-"""What a chapter's prose asks of its code: the names its {glue:text} roles refer to."""
+"""What a chapter's prose asks of its code: the names its {eval}`val("name")` expressions read."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from pathlib import Path
 
 
 def glue_names(notebook: Path) -> set[str]:
-    """Every name a markdown cell of `notebook` reads with {glue:text}`name...`."""
+    """Every name a markdown cell of `notebook` reads with {eval}`val("name...")`."""
     cells = json.loads(Path(notebook).read_text())["cells"]
     return {m for c in cells if c["cell_type"] == "markdown"
-            for m in re.findall(r"\{glue:text\}`([A-Za-z0-9_]+)", "".join(c["source"]))}
+            for m in re.findall(r'\{eval\}`val\("([A-Za-z0-9_]+)', "".join(c["source"]))}
 
 
 def check_glued_once(parts, notebook: Path, unread_allowed: set[str] | None = None) -> None:

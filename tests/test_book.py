@@ -1,37 +1,46 @@
-"""Glued numbers are printed for JupyterLab readers, and kept off the built site; tables, notes and progress bars
-in the book's style."""
+"""The prose's computed values (glue and val), tables, notes and progress bars in the book's style."""
 
 import re
 
-from llmperf.book import glue
+import pytest
+
+from llmperf.book import Markdown, Text, glue, glue_all, val
 
 
-def test_glue_prints_outside_the_book_build(capsys, monkeypatch):
-    monkeypatch.delenv("LLMPERF_BOOK", raising=False)
+def test_val_formats_a_glued_value_as_the_prose_asks():
     glue("ratio", 1.23456)
-    glue("tokens", 12345)
+    glue("tokens", 12345.0)  # a float asked for as a whole number, as MyST-NB's glue allowed
     glue("text", "fell: each user waits longer")
-    assert capsys.readouterr().out.splitlines() == ["ratio = 1.235", "tokens = 12,345", "text = fell: each user waits longer"]
+    assert val("ratio:.2f") == "1.23" and val("tokens:,d") == "12,345" and val("tokens:,.0f") == "12,345"
+    assert val("text") == "fell: each user waits longer" and val("ratio") == "1.23456"
 
 
-def test_glue_is_silent_while_the_book_builds(capsys, monkeypatch):
-    monkeypatch.setenv("LLMPERF_BOOK", "1")
-    glue("ratio", 1.23456)
-    assert capsys.readouterr().out == ""
+def test_val_shows_itself_on_both_surfaces():
+    """{eval} shows a value's repr: Text's is the text itself, without quotes; a sentence holding Markdown
+    renders it (text/markdown), one without stays plain."""
+    glue("said", "it's \"odd\"")
+    glue("code", "the `generate` loop")
+    plain, marked = val("said"), val("code")
+    assert type(plain) is Text and repr(plain) == "it's \"odd\""
+    assert isinstance(marked, Markdown) and marked._repr_markdown_() == "the `generate` loop"
 
 
-def test_glue_hands_numpy_scalars_over_as_plain_numbers(monkeypatch):
-    """MyST-NB stores a glued value's repr; np.float64(1.5) cannot be read back by a {glue:text} number format."""
+def test_glue_hands_numpy_scalars_over_as_plain_numbers():
     import numpy as np
 
-    import llmperf.book
+    glue_all({"mean": np.mean([1.0, 2.0]), "count": np.int64(3)})
+    assert val("mean:.1f") == "1.5" and val("count:d") == "3"
+    assert val("mean") == "1.5"  # not np.float64(1.5)
 
-    stored = {}
-    monkeypatch.setattr(llmperf.book, "_myst_glue", lambda name, value, display=False: stored.update({name: value}))
-    glue("mean", np.mean([1.0, 2.0]))
-    glue("count", np.int64(3))
-    assert stored == {"mean": 1.5, "count": 3}
-    assert type(stored["mean"]) is float and type(stored["count"]) is int
+
+def test_val_of_a_name_nothing_glued_says_what_to_run():
+    with pytest.raises(KeyError, match="run the code cells above this text first"):
+        val("never_glued")
+
+
+def test_glue_prints_nothing(capsys):
+    glue("quiet", 1.0)
+    assert capsys.readouterr().out == ""
 
 
 def load_extension(name):
@@ -74,15 +83,6 @@ def test_mathjax_is_found_in_the_pinned_package():
     for part in offline.PARTS:
         assert (root / part).exists(), part
     assert 'VERSION="3.2.2"' in (root / "tex-mml-chtml.js").read_text(encoding="utf-8", errors="replace")
-
-
-def test_glue_all_glues_each_name(monkeypatch):
-    import llmperf.book
-
-    stored = {}
-    monkeypatch.setattr(llmperf.book, "_myst_glue", lambda name, value, display=False: stored.update({name: value}))
-    llmperf.book.glue_all({"a": 1, "b": "two"})
-    assert stored == {"a": 1, "b": "two"}
 
 
 def test_tables_mark_their_columns_of_numbers():
