@@ -24,8 +24,7 @@ book: $(STAMP)
 	# The assignments' student versions, which the site offers as downloads (book/assignments.md).
 	# Their tests run against the solutions in `make test` (tests/test_assignments.py), not here.
 	$(BIN)/python assignments/make_assignments.py --no-run-tests
-	# LLMPERF_BOOK=1: the chapters' numbers go into the text only (llmperf.book.glue),
-	# not also into the cell outputs as they do in JupyterLab.
+	# LLMPERF_BOOK=1: no progress bars in the pages (llmperf.progress); they are for a live session.
 	LLMPERF_BOOK=1 $(BIN)/jupyter-book build . -W -n --keep-going
 	@echo
 	@echo "The site is built. Open: file://$(CURDIR)/_build/html/index.html"

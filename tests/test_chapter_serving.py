@@ -195,7 +195,7 @@ def json_ok(record):
     json.dumps(dataclasses.asdict(record))
 
 
-def test_closed_run(run):
+def test_closed_run(run, small):
     assert run.asked == serving.request_lengths(4, 4) and all(2 <= n <= 4 for n in run.asked)
     assert len(run.requests) == 4 and all(r.ok and r.input_tokens == 4 for r in run.requests)
     assert [r.output_tokens for r in run.requests] == run.asked
@@ -206,8 +206,10 @@ def test_closed_run(run):
     assert run.residual < 1e-9 and run.one_token_chunks
     assert abs(run.summary.itl.mean - run.weighted_tpot) < 1e-9
     numbers = run.numbers()
-    assert {"device", "C", "N", "P", "T", "run_tok_s", "itl_text", "L_polled", "littles_pct"} <= set(numbers)
-    assert numbers["N"] == 4 and isinstance(numbers["itl_text"], str)
+    assert {"T", "run_tok_s", "itl_text", "L_polled", "littles_pct"} <= set(numbers)
+    assert numbers["T"] == 4 and isinstance(numbers["itl_text"], str)
+    sizes = serving.setup_numbers(small)  # what the prose names before the run, from the same sizes
+    assert (sizes["N"], sizes["C"], sizes["P"], sizes["max_len"]) == (len(run.requests), 2, 4, 4)
     assert len(run.table().data) == 4 and len(run.gap_table().data) == 3 and len(run.littles_table().data) == 2
     assert len(run.identity_table().data) == 4
     for q in (50, 99):
@@ -454,7 +456,7 @@ def test_bootstrap_and_seeds():
     assert serving.request_lengths(5, 7) == serving.request_lengths(5, 7)
 
 
-def test_every_glued_name_is_read_once(run, sweep, loops, rates):
+def test_every_glued_name_is_read_once(run, sweep, loops, rates, small):
     """The notebook's glued parts name no number twice; the prose reads every name it needs, and every name
     glued is read by the prose."""
     from pathlib import Path
@@ -463,7 +465,7 @@ def test_every_glued_name_is_read_once(run, sweep, loops, rates):
 
     notebook = Path(__file__).resolve().parents[1] / "notebooks" / "06_metrics.ipynb"
     kv = serving.kv_capacity()
-    parts = [run.numbers(), kv.numbers(), sweep.numbers(), rates.numbers(), loops.numbers(),
+    parts = [serving.setup_numbers(small), run.numbers(), kv.numbers(), sweep.numbers(), rates.numbers(), loops.numbers(),
              serving.claim_check(kv).numbers(),
              serving.exercise_numbers(kv)]
     check_glued_once(parts, notebook, unread_allowed=set())

@@ -27,7 +27,7 @@ from .claims import (distserve_goodput, goodput_peak, itl_against_tpot, knee_tex
                      percentile_spread, percentiles_add, prefill_bursts, residual_text, throughput_path, warm_up)
 from .loops import Loop, Loops, stall_loops
 from .rates import RateSweep, rate_sweep
-from .run import Run, answer_table, closed_run, lone_request
+from .run import Run, answer_table, closed_run, lone_request, setup_numbers
 from .served import NAME, matching_seed, request_lengths
 from .sums import Claim, KVCapacity, claim_check, exercise_numbers, kv_capacity, published_share
 from .sweep import MLPERF_LIMITS, BatchPoint, BatchSweep, batch_sweep
@@ -37,4 +37,4 @@ __all__ = ["NAME", "BatchPoint", "BatchSweep", "Claim", "KVCapacity", "Loop", "L
            "exercise_numbers", "goodput_peak", "itl_against_tpot", "knee_text", "kv_capacity", "limits_met",
            "lone_request", "long_prefill", "matching_seed", "omission", "rate_sweep",
            "percentile_spread", "percentiles_add", "prefill_bursts", "published_share", "request_lengths",
-           "residual_text", "sources", "stall_loops", "throughput_path", "warm_up"]
+           "residual_text", "setup_numbers", "sources", "stall_loops", "throughput_path", "warm_up"]

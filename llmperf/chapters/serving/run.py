@@ -96,9 +96,7 @@ class Run:
 
     def numbers(self) -> dict[str, object]:
         s, (L, lam_w) = self.summary, self.littles
-        return {"device": self.device, "C": self.concurrency, "N": len(self.requests), "P": self.prompt_tokens,
-                "T": self.max_tokens, "max_len": self.max_tokens,
-                "run_tok_s": s.output_throughput, "run_req_s": s.request_throughput,
+        return {"T": self.max_tokens, "run_tok_s": s.output_throughput, "run_req_s": s.request_throughput,
                 "run_ttft_p50": s.ttft.median * 1e3, "run_ttft_p99": s.ttft.p99 * 1e3,
                 "run_tpot_p50": s.tpot.median * 1e3, "run_e2e_p50": s.e2e.median,
                 "residual_text": residual_text(self.residual, IDENTITY_ROUNDING),
@@ -170,6 +168,15 @@ class Run:
         assert self.littles_gap < LITTLES_MARGIN, \
             (f"Little's Law: L = {self.littles[0]:.3f} polled against λ·W = {self.littles[1]:.3f}, more than 10 % "
              "apart")
+
+
+def setup_numbers(s: Setup) -> dict[str, object]:
+    """The sizes the chapter's prose names before its first run (all from `s.sizes`): the device, the closed
+    loop's clients and the server's slots (C), the requests of a run (N), their prompt tokens (P) and the most
+    tokens one asks (max_len)."""
+    z = s.sizes
+    return {"device": s.device.type, "C": z.serve_batch, "N": z.serve_requests, "P": z.serve_prompt,
+            "max_len": z.serve_new_tokens}
 
 
 def closed_run(s: Setup) -> Run:
