@@ -211,8 +211,9 @@ class Comparison:
                 cells += [show(row, ref.results), speed_ratio(row, ref.results, here)]
             lines.append("| " + " | ".join(cells) + " |")
         note = ("Each machine ran the chapter at its own sizes and in its own dtype (float32 on a processor, "
-                "bfloat16 on a GPU); a speed ratio is shown only where both measured the same work, and \"—\" "
-                "where one of them has no such result.")
+                "bfloat16 on a GPU). The speed ratio divides a reference's speed by this machine's for a result that "
+                "means the same on both, such as a probed rate, one step or tokens/s; it is \"—\" for counts and "
+                "shares, and where either lacks the result.")
         return f":::{{admonition}} {title}\n:class: tip\n" + "\n".join(lines) + f"\n\n{note}\n:::"
 
     def sentences(self, here: dict):

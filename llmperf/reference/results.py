@@ -82,9 +82,10 @@ RESULTS = {"chain": chain, "prefill": prefill, "intensity": intensity, "caching"
 
 class Row(NamedTuple):
     """One row of a chapter's comparison table: result `key`, shown as `fmt.format(value * scale)`; for a
-    list, its first or last element (`pick`). `speed` says how two machines' values of it compare, where the
-    same work was measured on both: "time" (less is faster) or "rate" (more is faster); None where the work
-    differs between machines (sizes come from the device) or the value is a count or a share."""
+    list, its first or last element (`pick`). `speed` says how two machines' values of it compare where it means
+    the same on both (a probed rate, one step, tokens/s, each at its machine's own sizes): "time" (less is
+    faster) or "rate" (more is faster); None for a count, a share, or a result whose work grows with the
+    device's sizes (the longest prompt's TTFT, a whole generation)."""
 
     key: str
     label: str
