@@ -140,3 +140,22 @@ def test_the_book_module_needs_no_jupyter():
     code = f"import sys; sys.modules.update(dict.fromkeys({blocked!r})); import llmperf.book; llmperf.book.note('x')"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout == "Note: x\n", done.stderr
+
+
+def test_every_chapter_figure_is_numbered_and_captioned():
+    """A cell that draws a figure (`fig = ...`) carries MyST-NB's figure metadata, a name and a caption, and shows
+    nothing else (the metadata would wrap a table of the same cell too)."""
+    import json
+    from pathlib import Path
+
+    names = []
+    for notebook in sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb")):
+        for cell in json.loads(notebook.read_text())["cells"]:
+            source = "".join(cell["source"])
+            figure = cell.get("metadata", {}).get("mystnb", {}).get("figure")
+            if cell["cell_type"] == "code" and re.search(r"^fig = ", source, re.M):
+                assert figure and figure["caption"] and figure["name"], (notebook.name, source[:80])
+                assert source.rstrip().split("\n")[-1].startswith("fig = "), (notebook.name, source[:80])
+            if figure:
+                names.append(figure["name"])
+    assert len(names) == len(set(names)) > 20
