@@ -25,12 +25,12 @@ an error that names it. No torch: the benchmarks page reads these files.
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
+from . import jsonfile
 from .host import CPU_FLAGS, cpu_flags, cpu_name
 
 FORMAT = "llmperf-benchmark"
@@ -119,26 +119,13 @@ def validate(data, path="benchmark result") -> dict:
 
 def load(path) -> dict:
     """Read and check one result file (BenchmarkFileError, naming it, if it is missing or malformed)."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as err:
-        raise BenchmarkFileError(f"{path}: cannot be read ({err.strerror or err}).") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise BenchmarkFileError(f"{path}: not valid JSON (line {err.lineno}, column {err.colno}: "
-                                 f"{err.msg}).") from None
-    return validate(data, path)
+    return validate(jsonfile.read(path, BenchmarkFileError), Path(path))
 
 
 def save(data: dict, path) -> Path:
     """Check `data` and write it to `path` as indented JSON (the parent folder is created)."""
-    path = Path(path)
-    validate(data, path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=1, allow_nan=False) + "\n", encoding="utf-8")
-    return path
+    validate(data, Path(path))
+    return jsonfile.write(data, path)
 
 
 def committed(where=None) -> list[tuple[Path, dict]]:

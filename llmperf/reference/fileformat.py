@@ -21,9 +21,10 @@ or is newer than this llmperf, is refused with an error that names it. No torch.
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
+
+from .. import jsonfile
 
 FORMAT = "llmperf-reference"
 VERSION = 1  # raise on any change an older reader would misread; adding a result or a record is not one
@@ -93,25 +94,13 @@ def _is_number(value) -> bool:
 
 def load(path) -> dict:
     """Read and check one reference file (ReferenceFileError, naming it, if it is missing or malformed)."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as err:
-        raise ReferenceFileError(f"{path}: cannot be read ({err.strerror or err}).") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise ReferenceFileError(f"{path}: not valid JSON (line {err.lineno}, column {err.colno}: {err.msg}).") from None
-    return validate(data, path)
+    return validate(jsonfile.read(path, ReferenceFileError), Path(path))
 
 
 def save(data: dict, path) -> Path:
     """Check `data` and write it to `path` as indented JSON (the parent folder is created)."""
-    path = Path(path)
-    validate(data, path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=1, sort_keys=False, allow_nan=False) + "\n", encoding="utf-8")
-    return path
+    validate(data, Path(path))
+    return jsonfile.write(data, path)
 
 
 def merge(old: dict, new: dict, path="reference") -> dict:
