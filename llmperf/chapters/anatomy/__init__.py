@@ -16,7 +16,9 @@ What is where:
   (`time_sampling` -> `Sampling`), half precision on a processor
   (`measure_half_precision` -> `HalfPrecision`); the last cell's line (`closing_line`);
 - `published`: published launch-overhead measurements (SGLang, gpt-fast, NVIDIA's CUDA Graphs post),
-  cited constants, and the words they support about the source notes' figures (`published_launches`);
+  cited constants, and the arithmetic and words they support (`published_launches`, `launch_floor`);
+- `shown`: the companions of the code the chapter shows: the check of its written-out layer against the model's
+  (`check_layer` -> `LayerCheck`), the table of a profile run by hand (`busiest_ops`);
 - `claims`: the verdicts, pure functions of numbers;
 - `labels`: the device's labels (what a profile timed, what the time outside the ops was) and the lines
   that say why an experiment had nothing to measure on this device.
@@ -28,17 +30,19 @@ order, each taking the records it needs from the ones before.
 
 from .claims import (  # noqa: F401
     batch_ops, fixed_costs, fused_ops, graph_result, half_precision, half_precision_choice, head_time_share,
-    launch_overlap, launch_vs_bytes, no_half_precision_choice, numpy_step_account, replayed_floor,
+    launch_vs_bytes, launches_by_size, no_half_precision_choice, numpy_step_account, replayed_floor,
     roofline_multiple)
 from .labels import (  # noqa: F401
-    clock_text, clock_word, kernels_text, no_half_precision, no_numpy_step, outside_label, outside_text,
-    table_note)
+    clock_text, clock_word, kernels_text, launch_basis, no_half_precision, no_numpy_step, outside_label,
+    outside_text, roof_threads, table_note)
 from .predicted import (  # noqa: F401
-    H100, SEED_LAUNCH_US, HeadCost, Prediction, StepBytes, VocabCosts, exercise_numbers, predict,
+    H100, HeadCost, Prediction, StepBytes, VocabCosts, exercise_numbers, predict,
     step_bytes, vocab_costs)
 from .published import (  # noqa: F401
-    GPTFAST_COMPILED_TPS, GPTFAST_EAGER_TPS, GRAPH_KERNEL_S, GRAPH_REPLAYED_S, GRAPH_SYNCED_S, SGLANG_EAGER_S,
-    SGLANG_GRAPH_S, eager_multiple, graph_overhead, graph_share, published_launches)
+    GPTFAST_COMPILED_TPS, GPTFAST_EAGER_TPS, GRAPH_ASYNC_S, GRAPH_KERNEL_S, GRAPH_REPLAYED_S, GRAPH_SYNCED_S,
+    SGLANG_EAGER_S, SGLANG_GRAPH_S, async_overhead, eager_multiple, graph_overhead, graph_share, launch_floor,
+    published_launches, sync_cost)
+from .shown import LayerCheck, busiest_ops, check_layer, quiet_stderr  # noqa: F401
 from .profiled import (  # noqa: F401
     NumpyAccount, OpCounts, Profile, StepSplit, count_ops, profile_step, time_numpy_step)
 from .timed import (  # noqa: F401

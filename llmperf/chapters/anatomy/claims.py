@@ -40,32 +40,15 @@ def fixed_costs(overhead: float, gap: float, bandwidth_time: float, gpu: bool = 
 
 
 def roofline_multiple(ratio: float, who: str) -> str:
-    """A step's measured time ÷ its bytes ÷ bandwidth, against the source notes' "2-3 times" for a plain
-    PyTorch loop."""
+    """A step's measured time ÷ its bytes ÷ bandwidth (its roofline time): how much of the step its bytes
+    explain."""
     ratio = round(ratio, 1)  # the words must agree with the number printed
     said = f"{who} took {ratio:.1f} times its bytes ÷ bandwidth"
-    if ratio < 2:
-        return f"{said}, less than the 2–3 times the source notes expect of a plain PyTorch loop"
-    if ratio <= 3:
-        return f"{said}, within the 2–3 times the source notes expect of a plain PyTorch loop"
-    return f"{said}, more than the 2–3 times the source notes expect of a plain PyTorch loop"
-
-
-def launch_overlap(launch: float, bandwidth_time: float) -> str:
-    """A step's launches (ops × a launch's cost) against its bytes ÷ bandwidth, when launches are asynchronous:
-    the step takes at least the larger of the two and at most their sum."""
-    small, large = sorted((launch, bandwidth_time))
-    if small < 0.05 * large:
-        bounds = (f"the step takes about the larger of the two, {duration(large)}: the other adds at most "
-                  f"{duration(small)}")
-    else:
-        bounds = (f"the step takes at least the larger of the two, {duration(large)}, and at most their sum, "
-                  f"{duration(launch + bandwidth_time)}")
-    if launch > bandwidth_time:
-        return (f"{bounds}. Here the launches alone outlast the bytes, so the processor cannot launch work as "
-                "fast as the GPU finishes it, and the GPU spends part of the step waiting")
-    return (f"{bounds}. Here the bytes outlast the launches, so the long kernels can hide the launches queued "
-            "behind them, and only the runs of short kernels leave the GPU waiting")
+    if ratio <= 1.2:
+        return f"{said}: about what its bytes allow"
+    if ratio <= 2:
+        return f"{said}: moving its bytes at the probed bandwidth accounts for at least half of its time"
+    return f"{said}: more than half of its time goes to something other than moving its bytes"
 
 
 def replayed_floor(ops: float, per_kernel: float, bandwidth_time: float) -> str:
@@ -272,3 +255,11 @@ def no_half_precision_choice(dtype: str) -> str:
 def launch_vs_bytes(ratio: float) -> str:
     """Launch time ÷ bytes ÷ bandwidth, as the words before "the ... ms the bytes need"."""
     return f"{times(ratio)} as long as" if ratio > 1 else f"{100 * ratio:.0f} % of"
+
+
+def launches_by_size(small_ratio: float, large_ratio: float) -> str:
+    """Launch cost ÷ bytes ÷ bandwidth for a small model's step and a large one's: whether the same per-kernel
+    cost weighs less on the larger model."""
+    if large_ratio < small_ratio:
+        return "the same cost per kernel weighs less on the larger model, whose kernels move more bytes each"
+    return "the cost per kernel weighs no less on the larger model: its kernels do not move more bytes each"

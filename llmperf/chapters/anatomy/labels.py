@@ -97,6 +97,23 @@ def kernels_text(gpu: bool, per_layer: int, fixed: int, llama: int) -> str:
             "arguments, picks an implementation and allocates its result before any arithmetic")
 
 
+def roof_threads(device_type: str, threads: int) -> str:
+    """On what the probe measured this machine's roofs: on a processor, PyTorch's thread count, since a
+    processor's matmul rate and read bandwidth both depend on how many threads run them."""
+    if device_type == "cpu":
+        return f"on {threads} PyTorch thread{'' if threads == 1 else 's'}"
+    return f"on the {device_type} device"
+
+
+def launch_basis(gpu: bool, kernels: int) -> str:
+    """What the exercise counts as a SmolLM2 step's launches (`kernels` of them): the kernels a GPU counted,
+    or elsewhere the ops that are not views, each of which launches at least one kernel on a GPU."""
+    if gpu:
+        return f"This GPU counted {kernels:,} kernels for a SmolLM2 step"
+    return (f"Take each op that is not a view as one kernel: {kernels:,} for a SmolLM2 step, a lower bound, since "
+            "some ops launch more than one")
+
+
 def no_numpy_step(dtype: str, device_type: str) -> str:
     """Why the fused NumPy step was not timed: it runs only in float32 on a processor."""
     return (f"This run is {dtype} on {device_type}, where the fused model runs its step through PyTorch, so there "

@@ -14,12 +14,10 @@ from ... import cost, hardware
 from ...cost import KIND_LABELS, LM_HEAD
 from ...device import dtype_name
 from ..wording import duration
-from . import claims
-from .published import graph_overhead
+from . import claims, labels
+from .published import async_overhead, graph_overhead
 
 H100 = hardware.ACCELERATORS["H100 SXM"]
-SEED_LAUNCH_US = 5  # the source notes' "roughly 5 µs of launch overhead each"
-SEED_LINES = 10  # the lines of the source notes' list of one layer's steps (their "200+" counts about one launch each)
 VOCAB_MODELS = ("llama-3-8b", "mistral-7b", "smollm2-135m")
 
 
@@ -72,6 +70,7 @@ class Prediction:
     llama_decode_bytes: int
     smol_decode_bytes: int
     llama_embedding_row: int  # bytes of one row of Llama-3-8B's embedding table, 2-byte weights
+    threads: int = 0  # PyTorch's thread count when the probe ran: a processor's roofs depend on it
     h100_bandwidth: float = H100.bandwidth
     h100_ridge: float = H100.ridge
 
@@ -98,7 +97,7 @@ class Prediction:
             "l8_max_intensity": self.llama.max_intensity, "h100_ridge": self.h100_ridge,
             "emb_row_bytes": self.llama_embedding_row,
             "bw_time": duration(self.bandwidth_time), "smol_max_intensity": self.smol.max_intensity,
-            "here_ridge": self.ridge,
+            "here_ridge": self.ridge, "roof_threads": labels.roof_threads(self.device, self.threads),
         }
 
     def table(self):
@@ -118,7 +117,7 @@ class Prediction:
         # 1. The bytes by kind of op add up to the cost model's step, for both models.
         assert self.smol.total == self.smol_decode_bytes, (self.smol.total, self.smol_decode_bytes)
         assert self.llama.total == self.llama_decode_bytes, (self.llama.total, self.llama_decode_bytes)
-        # 4. The LM head is 7.0 % of a Llama-3-8B step's bytes, as the source notes say.
+        # 4. The LM head is 7.0 % of a Llama-3-8B step's bytes (its vocabulary's 128,256 rows of 4,096 weights).
         assert round(100 * self.llama.head_share, 1) == 7.0, 100 * self.llama.head_share
         # 5. Every kind of op is bandwidth-bound: Llama-3-8B's far below an H100's ridge, and SmolLM2's in this
         #    dtype below this machine's ridge, as measured.
@@ -129,7 +128,10 @@ class Prediction:
 def predict(s, machine: hardware.Accelerator | None = None) -> Prediction:
     """The cost model's bytes by kind for Llama-3-8B (a fresh sequence, 2-byte weights) and for the chapter's
     SmolLM2 step (after `s.sizes.decode_context` cached tokens, in `s.dtype`), with this machine's read
-    bandwidth and ridge from `hardware.probe` (or from `machine`, an Accelerator already measured)."""
+    bandwidth and ridge from `hardware.probe` (or from `machine`, an Accelerator already measured), and
+    PyTorch's thread count now, the one the probe ran on."""
+    import torch
+
     machine = machine or hardware.probe(s.device, s.dtype)
     ctx, bpp = s.sizes.decode_context, s.dtype.itemsize
     llama = cost.get_config("llama-3-8b")
@@ -140,7 +142,7 @@ def predict(s, machine: hardware.Accelerator | None = None) -> Prediction:
         smol=step_bytes(s.model.cfg, ctx + 1, bpp),  # the step at position ctx attends to ctx + 1 positions
         llama_decode_bytes=int(cost.decode_bytes(llama, 1).total),
         smol_decode_bytes=int(cost.decode_bytes(s.model.cfg, ctx + 1, bytes_per_param=bpp).total),
-        llama_embedding_row=llama.d_model * 2)
+        llama_embedding_row=llama.d_model * 2, threads=torch.get_num_threads())
 
 
 @dataclass
@@ -201,25 +203,31 @@ def vocab_costs(models=VOCAB_MODELS) -> VocabCosts:
 
 def exercise_numbers(cfg, counts, batch: int = 64) -> dict[str, object]:
     """The exercises' answers: Llama-3-8B with twice its vocabulary; SmolLM2's step (`cfg`, 2-byte weights,
-    after `counts.context` tokens) and Llama-3-8B's, their bytes on an H100 against their ops (`counts`, an
-    `OpCounts`, extrapolated to each depth) at SEED_LAUNCH_US a launch, and replayed at a CUDA Graph's cost per
-    kernel (`published.graph_overhead`); Llama-3-8B's LM head at `batch`; the one-layer step's ops at batch 1
-    and at `counts.batch`."""
-    context, ops_smol, ops_llama = counts.context, counts.at_depth(cfg.n_layers), counts.at_depth(counts.llama_layers)
+    after `counts.context` tokens) and Llama-3-8B's, their bytes on an H100 against their kernel launches
+    (`counts.launches`, an `OpCounts` extrapolated to each depth: kernels where it ran on a GPU, ops that are
+    not views elsewhere) at NVIDIA's cost per kernel beyond its work, launched asynchronously
+    (`published.async_overhead`) and replayed from a CUDA Graph (`published.graph_overhead`); Llama-3-8B's LM
+    head at `batch`; the one-layer step's ops at batch 1 and at `counts.batch`."""
+    context = counts.context
+    kernels_smol, kernels_llama = counts.launches(cfg.n_layers), counts.launches(counts.llama_layers)
     llama = cost.get_config("llama-3-8b")
     l8 = step_bytes(llama, 1)
     big = step_bytes(llama.with_(vocab_size=2 * llama.vocab_size), 1)
-    smol_bytes = step_bytes(cfg, context + 1).total
-    smol_launch = ops_smol * SEED_LAUNCH_US * 1e-6
+    smol_time = step_bytes(cfg, context + 1).total / H100.bandwidth
+    l8_time = l8.total / H100.bandwidth
+    smol_x = kernels_smol * async_overhead() / smol_time
+    l8_x = kernels_llama * async_overhead() / l8_time
     head_intensity = l8.kinds[LM_HEAD].intensity
     return {
         "ex_vocab": 2 * llama.vocab_size, "ex_vocab_pct": 100 * big.head_share,
         "ex_vocab_ms": big.total / H100.bandwidth * 1e3,
-        "ex_smol_mb": smol_bytes / 1e6, "ex_smol_bw_us": smol_bytes / H100.bandwidth * 1e6,
-        "ex_smol_launch_ms": smol_launch * 1e3, "ex_smol_x": smol_launch / (smol_bytes / H100.bandwidth),
-        "ex_smol_overlap": claims.launch_overlap(smol_launch, smol_bytes / H100.bandwidth),
-        "ex_replayed_text": claims.replayed_floor(ops_smol, graph_overhead(), smol_bytes / H100.bandwidth),
-        "ex_l8_x": ops_llama * SEED_LAUNCH_US * 1e-6 / (l8.total / H100.bandwidth),
+        "ex_smol_mb": smol_time * H100.bandwidth / 1e6, "ex_smol_bw_us": smol_time * 1e6,
+        "ex_launch_basis": labels.launch_basis(counts.gpu, kernels_smol),
+        "ex_smol_launch_us": kernels_smol * async_overhead() * 1e6,
+        "ex_smol_vs": claims.launch_vs_bytes(smol_x),
+        "ex_replayed_text": claims.replayed_floor(kernels_smol, graph_overhead(), smol_time),
+        "ex_l8_kernels": kernels_llama, "ex_l8_launch_ms": kernels_llama * async_overhead() * 1e3,
+        "ex_l8_vs": claims.launch_vs_bytes(l8_x), "ex_depth_text": claims.launches_by_size(smol_x, l8_x),
         "ex_batch": batch, "ex_batch_intensity": step_bytes(llama, 1, batch=batch).kinds[LM_HEAD].intensity,
         "ex_batch_cross": math.ceil(H100.ridge / head_intensity),
         "ex_ops_batch": counts.batch, "ex_ops_1layer": counts.by_depth["1"]["ops"],

@@ -21,9 +21,16 @@ from ...device import dtype_name
 from ...profiling import OpTime, StepProfile, forward_fn, numpy_step_times, op_counts, op_times
 from ...timing import bench
 from . import claims, labels
-from .predicted import SEED_LAUNCH_US, SEED_LINES, Prediction
+from .predicted import Prediction
+from .published import launch_floor
 
 WEIGHT_KINDS = (PROJECTIONS, LM_HEAD)  # the kinds that read weight matrices
+# Ops that return a view of their input: they change how its memory is read, move no data, launch no kernel.
+# (A reshape copies when the strides do not allow a view; in a decode step's (B, 1, H, hd) they always do.)
+VIEW_OPS = frozenset({"aten::view", "aten::transpose", "aten::chunk", "aten::split", "aten::select",
+                      "aten::slice", "aten::alias", "aten::reshape", "aten::expand", "aten::unsqueeze",
+                      "aten::squeeze", "aten::permute", "aten::t", "aten::narrow", "aten::as_strided",
+                      "aten::_unsafe_view", "aten::detach"})
 
 
 @dataclass(frozen=True)
@@ -202,12 +209,13 @@ def time_numpy_step(s, fused, prediction: Prediction) -> NumpyAccount:
 @dataclass
 class OpCounts:
     """Ops (and GPU kernels, 0 on other devices) one decode step dispatches in a model of one layer and of two
-    (`by_depth`: {"1": ..., "2": ...}), with the weight products (aten::linear) among them; hence per layer and
-    outside the layers, extrapolated to SmolLM2's `n_layers` (against `profiled_ops`) and to Llama-3-8B's."""
+    (`by_depth`: {"1": ..., "2": ...}), with the weight products (aten::linear) and the views (`VIEW_OPS`, which
+    launch nothing) among them; hence per layer and outside the layers, extrapolated to SmolLM2's `n_layers`
+    (against `profiled_ops`) and to Llama-3-8B's."""
 
     device: str
     context: int
-    by_depth: dict[str, dict[str, int]] = field(default_factory=dict)  # depth -> {"ops", "kernels", "linears"}
+    by_depth: dict[str, dict[str, int]] = field(default_factory=dict)  # depth -> {"ops", "kernels", "linears", "views"}
     n_layers: int = 0
     llama_layers: int = 32
     profiled_ops: float = 0.0
@@ -216,29 +224,36 @@ class OpCounts:
     batched_ops: int = 0  # the one-layer model's ops at `batch` sequences (by_depth["1"] is at batch 1)
 
     def per_layer(self, what: str = "ops") -> int:
-        """`what` ("ops" or "kernels") per layer: the two-layer model's count minus the one-layer model's."""
-        return self.by_depth["2"][what] - self.by_depth["1"][what]
+        """`what` ("ops", "kernels" or "views") per layer: the two-layer model's count minus the one-layer model's."""
+        return self.by_depth["2"].get(what, 0) - self.by_depth["1"].get(what, 0)
 
     def fixed(self, what: str = "ops") -> int:
         """`what` outside the layers: the one-layer model's count minus one layer's."""
-        return self.by_depth["1"][what] - self.per_layer(what)
+        return self.by_depth["1"].get(what, 0) - self.per_layer(what)
 
     def at_depth(self, layers: int, what: str = "ops") -> int:
         """`what` for a model of `layers` layers of the same code."""
         return self.fixed(what) + layers * self.per_layer(what)
+
+    def working(self, layers: int) -> int:
+        """The ops that are not views, for a model of `layers` layers: on a GPU each launches a kernel or more."""
+        return self.at_depth(layers) - self.at_depth(layers, "views")
+
+    def launches(self, layers: int) -> int:
+        """Kernel launches of a step of `layers` layers: the kernels counted, on a GPU; elsewhere the ops that
+        are not views, a lower bound on what a GPU would launch."""
+        return self.at_depth(layers, "kernels") if self.gpu else self.working(layers)
 
     @property
     def gpu(self) -> bool:
         return self.device == "cuda"
 
     def numbers(self) -> dict[str, object]:
-        ops_l8 = self.at_depth(self.llama_layers)
-        launch = ops_l8 * SEED_LAUNCH_US * 1e-6
-        return {"ops_per_layer": self.per_layer(), "ops_fixed": self.fixed(), "ops_l8": ops_l8,
-                "seed_launch_us": SEED_LAUNCH_US, "l8_launch_ms": launch * 1e3, "seed_lines": SEED_LINES,
-                "seed_lines_l8": SEED_LINES * self.llama_layers,
-                "l8_launch_vs_bytes": claims.launch_vs_bytes(launch / self.llama_h100_time),
-                "l8_launch_overlap": claims.launch_overlap(launch, self.llama_h100_time),
+        return {"ops_per_layer": self.per_layer(), "ops_fixed": self.fixed(),
+                "ops_l8": self.at_depth(self.llama_layers), "views_per_layer": self.per_layer("views"),
+                "work_per_layer": self.per_layer() - self.per_layer("views"),
+                "work_l8": self.working(self.llama_layers),
+                "l8_launch_text": launch_floor(self.launches(self.llama_layers), self.llama_h100_time),
                 "kernels_text": labels.kernels_text(self.gpu, self.per_layer("kernels"), self.fixed("kernels"),
                                                     self.at_depth(self.llama_layers, "kernels"))}
 
@@ -247,15 +262,18 @@ class OpCounts:
         outside the layers) and the two extrapolated (SmolLM2's depth, Llama-3-8B's)."""
         import pandas as pd
 
+        def row(model: str, layers: int) -> dict:
+            return {"model": model, **{w: self.at_depth(layers, w) for w in ("ops", "views", "kernels")}}
+
         rows = [{"model": "1 layer", **self.by_depth["1"]}, {"model": "2 layers", **self.by_depth["2"]},
-                {"model": "per layer", "ops": self.per_layer(), "kernels": self.per_layer("kernels")},
-                {"model": "outside the layers", "ops": self.fixed(), "kernels": self.fixed("kernels")},
-                {"model": f"SmolLM2 ({self.n_layers} layers), extrapolated", "ops": self.at_depth(self.n_layers),
-                 "kernels": self.at_depth(self.n_layers, "kernels")},
+                {"model": "per layer", **{w: self.per_layer(w) for w in ("ops", "views", "kernels")}},
+                {"model": "outside the layers", **{w: self.fixed(w) for w in ("ops", "views", "kernels")}},
+                row(f"SmolLM2 ({self.n_layers} layers), extrapolated", self.n_layers),
                 {"model": f"SmolLM2 ({self.n_layers} layers), profiled", "ops": self.profiled_ops},
-                {"model": f"Llama-3-8B ({self.llama_layers} layers), extrapolated",
-                 "ops": self.at_depth(self.llama_layers), "kernels": self.at_depth(self.llama_layers, "kernels")}]
-        df = pd.DataFrame(rows).rename(columns={"linears": "weight products (aten::linear)"})
+                row(f"Llama-3-8B ({self.llama_layers} layers), extrapolated", self.llama_layers)]
+        columns = ["model", "ops", "views", "kernels", "linears"]
+        df = pd.DataFrame([{c: r.get(c) for c in columns} for r in rows])
+        df = df.rename(columns={"linears": "weight products (aten::linear)", "views": "views (launch nothing)"})
         if not self.gpu:
             df = df.drop(columns="kernels")  # a processor launches none
         return df.style.format("{:,.0f}", subset=[c for c in df if c != "model"], na_rep="").hide(axis="index")
@@ -280,7 +298,8 @@ def count_ops(s, profile: Profile, prediction: Prediction, batch: int = 8) -> Op
         model = build_model(cfg.with_(n_layers=layers), s.device, s.dtype)
         c = op_counts(model, context=ctx)
         by_depth[str(layers)] = {"ops": int(sum(c["ops"].values())), "kernels": int(sum(c["kernels"].values())),
-                                 "linears": int(c["ops"]["aten::linear"])}
+                                 "linears": int(c["ops"]["aten::linear"]),
+                                 "views": int(sum(n for name, n in c["ops"].items() if name in VIEW_OPS))}
         if layers == 1:  # the same step carrying `batch` sequences: the exercise's measurement
             batched = int(sum(op_counts(model, batch=batch, context=ctx)["ops"].values()))
     return OpCounts(s.device.type, ctx, by_depth, cfg.n_layers, cost.get_config("llama-3-8b").n_layers,
