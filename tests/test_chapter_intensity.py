@@ -85,11 +85,43 @@ def test_per_user_speed_and_the_trade_agree(growth, verdict, trade):
 
 @pytest.mark.parametrize("gap1, gapmax, start", [
     (1.1, 1.1, "At batch 1 the step took 1.10 times its roofline time"), (0.95, 0.9, "At batch 1 the step took 0.95"),
-    (2.0, 1.89, "Part of each step's time is a cost that depends on neither"),
+    (2.0, 1.89, "The roofline leaves part of each step's time unexplained, and that part weighs less"),
     (2.0, 1.9, "Part of each step's time is a cost that the bytes and the FLOPs leave out"),
     (1.11, 3.0, "Part of each step's time is a cost that the bytes and the FLOPs leave out")])
 def test_batch_fixed_cost_every_branch(gap1, gapmax, start):
-    assert intensity.batch_fixed_cost(gap1, gapmax).startswith(start)
+    text = intensity.batch_fixed_cost(gap1, gapmax)
+    assert text.startswith(start)
+    if "weighs less" in text:  # a fall with the batch: both causes named, neither asserted
+        assert "a cost per step that depends on neither the bytes nor the FLOPs" in text
+        assert "stream the weights faster when they multiply more rows" in text and "do not say which" in text
+
+
+@pytest.mark.parametrize("measured, ends", [
+    (1.05 * 1.2, "here the bigger batch cost as little extra time as the roofline says"),  # at the bound
+    (1.06 * 1.2, "cost more extra time than the roofline says, and still raised the throughput"),
+    (3.99, "cost more extra time than the roofline says, and still raised the throughput"),
+    (4.0, "the bigger batch bought no throughput at all"), (5.0, "bought no throughput at all")])
+def test_batch_against_prediction_every_branch(measured, ends):
+    text = intensity.batch_against_prediction(4, measured, 1.2)  # the roofline: batch 4 at 1.2x batch 1's step
+    assert text.startswith("The roofline predicts the step at batch 4 at 1.20 times the step at batch 1")
+    assert f"tokens per second came to {4 / measured:.1f} times batch 1's, against 3.3 times predicted" in text
+    assert text.endswith(ends)
+
+
+@pytest.mark.parametrize("device, threads, words", [
+    ("cpu", 1, "this chapter runs on 1 thread, the count `setup` found fastest"),
+    ("cpu", 2, "this chapter runs on 2 threads,"), ("cuda", 2, "does not change"), ("mps", 1, "does not change")])
+def test_threads_note_and_label(device, threads, words):
+    assert words in intensity.threads_note(device, threads)
+    label = intensity.probed_label(device, "float32", threads)
+    assert label.startswith("this machine, probed, float32")
+    assert ("PyTorch thread" in label) == (device == "cpu")
+    assert label.endswith({1: "1 PyTorch thread", 2: "2 PyTorch threads"}[threads]) or device != "cpu"
+
+
+def test_probe_margin_is_the_runs_spread_with_a_floor():
+    assert intensity.probe_margin([1.0, 1.1, 1.05]) == 1.5
+    assert intensity.probe_margin([1.0, 2.0]) == 2.0
 
 
 @pytest.mark.parametrize("plain, fused, gf, ends", [
@@ -160,7 +192,8 @@ def test_speed_change_fused_result_and_against_roof():
     assert wording.speed_change(1.0, 1.02, "A") == "about as fast as A"
     assert "a step about as fast as the plain one," in intensity.fused_result(1.0, 1.01, 50, 50)
     assert "a step 1.50 times faster than the plain one," in intensity.fused_result(1.5, 1.0, 35, 52)
-    assert intensity.launches_vs_bytes(300, 12.0).endswith("the launches cost more time than the bytes")
+    assert intensity.launches_vs_bytes(300, 12.0).endswith("as small as SmolLM2 cost more time than its bytes")
+    assert "if most of them launch a kernel" in intensity.launches_vs_bytes(300, 12.0)
     assert intensity.launches_vs_bytes(12, 12.0).startswith("no fewer than the step's 12 ops")
     assert intensity.against_roof(1.2) == "lies above both lines at every batch size"
     assert "within the probe's own error" in intensity.against_roof(0.95)
@@ -184,9 +217,9 @@ def test_llama_counts():
     c = intensity.llama_counts()
     c.check()
     n = c.numbers()
-    assert round(n["l8_int_2n"], 2) == 1.07 and round(n["qkv_mb"], 1) == 50.3 and n["notes_qkv_mb"] == 25
+    assert round(n["l8_int_2n"], 2) == 1.07 and round(n["qkv_mb"], 1) == 50.3 and round(n["qkv_params_m"], 1) == 25.2
     assert n["l8_layers"] == 32 and n["gqa_group"] == 4 and n["gate_S"] == 2000 and n["ops_ctx"] == 1024
-    assert round(n["lm_head_pct"]) == 7 and round(n["notes_qkv_total_gb"], 1) == 14.2
+    assert round(n["lm_head_pct"]) == 7
     assert records.as_json(c)["ops"][0]["label"] == "q/k/v projections"
     assert list(records.shown(c.ops_table())["op"])[-1] == "whole step" and len(records.shown(c.ops_table())) == 8
     assert len(records.shown(c.table())) == 2 and list(records.shown(c.gate_table())["rows"]) == [2000, 1]
@@ -210,7 +243,10 @@ def test_llama_counts_check_fails_on_qkv():
 
 def test_latency_throughput():
     lt = intensity.latency_throughput()
-    assert lt.context == 4096 and lt.batches[0] == 1 and lt.batches[-1] == lt.max_batch == 129
+    # 90 % of the H100's 81,559 MiB (vLLM's default share, as chapter 6 takes it) less 16.06 GB of weights, in
+    # caches of 4,096 tokens at 131,072 bytes each
+    assert lt.context == 4096 and lt.batches[0] == 1 and lt.batches[-1] == lt.max_batch == 113
+    assert lt.utilisation == 0.9 and lt.numbers()["lt_util_pct"] == pytest.approx(90)
     assert lt.step_s == sorted(lt.step_s) and len(lt.batches) == len(lt.step_s)
     n = lt.numbers()
     assert n["lt_user_1"] > n["lt_user_max"] and n["lt_all_gain"] > 1 and records.as_json(lt)["device"] == "H100 SXM"
@@ -220,6 +256,10 @@ def test_exercise_numbers(tiny_setup):
     n = intensity.exercise_numbers(tiny_setup)
     assert n["ex_b_h100"] == cost.compute_bound_batch("llama-3-8b", H100.ridge, context=1)
     assert n["ex_users"] == 256 and n["ex_users_h100"] < n["ex_users_h200"] and 0 < n["ex_gf_pct"] < 100
+    assert n["ex_users_h100"] == intensity.users_that_fit(H100, cost.weight_bytes("llama-3-8b", 2), 2**29)
+    assert n["ex_users_h100"] == int((0.9 * H100.memory - cost.weight_bytes("llama-3-8b", 2)) // 2**29) == 113
+    # the exercise's power cap is the one the published figure was measured at
+    assert f"{n['ex_gf_watts']} W" in hardware.PUBLISHED["gpt-fast"].source and n["ex_gf_watts"] == 330
     assert n["ex_ctx_pred"] > n["ex_ctx_pred_1"] > 1  # more sequences: more of the bytes are cache
     # attention over the cache is a small part of what one sequence adds to the step: 4·q_dim·L·context FLOPs
     assert n["ex_att_gflop"] == pytest.approx(4 * 4096 * 32 * 1024 / 1e9) and n["ex_att_gflop"] < n["ex_f_gflop"] / 10
@@ -234,7 +274,12 @@ def test_roofline(monkeypatch, tiny_setup):
     assert n["here_ridge"] == 5.0 and n["here_bf16_ridge"] == 0.5 and "bound by arithmetic" in n["here_bf16_text"]
     assert n["h100_x2_floor_ms"] == pytest.approx(n["h100_floor_ms"])  # more arithmetic buys nothing
     assert n["h200_speedup"] == pytest.approx(4.8 / 3.35) and records.as_json(r)["here"]["measured"]["copy_bandwidth"] == 8e9
-    assert len(records.shown(r.table())) == 3 and len(records.shown(r.probe_table())) == 4
+    assert len(records.shown(r.table())) == 3 and len(records.shown(r.probe_table())) == 5
+    # the roof is named with the thread count it was probed on, in the tables and the prose
+    threads = torch.get_num_threads()
+    assert r.threads == threads and n["here_threads"] == threads and f"runs on {threads} thread" in n["threads_text"]
+    assert records.shown(r.table())["device"].iloc[-1] == intensity.probed_label("cpu", "bfloat16", threads)
+    assert list(records.shown(r.probe_table()).iloc[-1]) == ["PyTorch threads", threads]
     assert intensity.setup_numbers(tiny_setup) == {"device": "cpu", "dtype_name": "float32", "bpp": 4}
     with pytest.raises(AssertionError, match="reaches the ridge"):
         dataclasses.replace(r, table_ridges={"slow chip": 0.5}).check()
@@ -276,10 +321,37 @@ def test_gap_to_roof(tiny_setup):
     assert g.step_bytes == cost.decode_bytes(tiny_setup.model.cfg, 9, 1, 4).total
     assert "the plain one" in g.numbers()["fused_text"] and len(records.shown(g.table())) == 2
     assert "this machine's CPU" in g.numbers()["gptfast_text"] and g.numbers()["smol_h100_launches"] > 0
-    n = g.numbers()  # the launches are counted in overheads: each launch's time less the kernel's own
-    assert n["gray_overhead_us"] == pytest.approx(n["gray_synced_us"] - n["gray_kernel_us"])
+    n = g.numbers()  # the launches are counted in overheads: each asynchronous launch's time less the kernel's own
+    assert n["gray_overhead_us"] == pytest.approx(n["gray_async_us"] - n["gray_kernel_us"]) == pytest.approx(0.9)
+    assert n["gray_graph_overhead_us"] == pytest.approx(0.5) and n["gray_synced_us"] == pytest.approx(9.6)
     assert n["smol_h100_launches"] == pytest.approx(n["smol_h100_us"] / n["gray_overhead_us"])
+    assert n["smol_h100_graph_launches"] == pytest.approx(n["smol_h100_us"] / 0.5)
     records.as_json(g)
+
+
+def test_long_context():
+    lc = intensity.long_context()
+    lc.check()
+    n = lc.numbers()
+    # Llama-3-8B at 131,072 tokens: 2 · 32 layers · 8 KV heads · 128 · 2 bytes = 131,072 bytes per token
+    assert n["lc_gqa_tok"] == 2 * 32 * 8 * 128 * 2 and n["lc_gqa_gb"] == pytest.approx(17.179869184)
+    assert n["lc_gqa_gib"] == 16.0 and n["lc_over_weights"] > 1 and 122_000 < n["lc_equal_tokens"] < 123_000
+    gqa, mha, mqa, kv8, mla = (lc.lever(k) for k in ("GQA", "MHA", "MQA", "GQA, 8-bit K/V", "MLA"))
+    assert mha.per_token == 4 * gqa.per_token == 32 * mqa.per_token and kv8.per_token == gqa.per_token // 2
+    assert mla.per_token == 32 * (512 + 64) * 2 == intensity.mla_bytes_per_token(cost.get_config("llama-3-8b"))
+    # every row but MLA's is the cost model's own step, with the lever applied to the configuration
+    llama = cost.get_config("llama-3-8b")
+    assert gqa.step_bytes == cost.decode_bytes(llama, 131072).total
+    assert mha.step_bytes == cost.decode_bytes(llama.with_(n_kv_heads=32), 131072).total
+    assert kv8.step_bytes == cost.decode_bytes(llama, 131072, kv_bytes_per_element=1).total
+    assert mla.step_bytes == cost.decode_bytes(llama, 1).weights + 131073 * mla.per_token
+    assert mha.weights > gqa.weights > mqa.weights  # wk and wv follow n_kv_heads
+    assert [lv.fits for lv in lc.levers] == [True, False, True, True, True]  # MHA's 68.7 GB cache does not
+    table = records.shown(lc.table())
+    assert len(table) == 5 and list(table.iloc[:, -1]) == ["yes", "no", "yes", "yes", "yes"]
+    with pytest.raises(AssertionError):
+        dataclasses.replace(lc, weight_bytes=10**12).check()
+    records.as_json(lc)
 
 
 def test_kv_growth(tiny_setup):
@@ -337,6 +409,7 @@ def test_every_glued_name(tiny_setup):
     parts = [intensity.setup_numbers(tiny_setup), intensity.llama_counts().numbers(), records.roofs().numbers(),
              intensity.batch_counts(tiny_setup, records.HERE).numbers(), records.sweep([2e-3, 2.1e-3, 2.4e-3]).numbers(),
              intensity.latency_throughput().numbers(), records.gap().numbers(), intensity.kv_growth(tiny_setup).numbers(),
-             records.contexts([2e-3, 2.5e-3]).numbers(), intensity.exercise_numbers(tiny_setup)]
+             records.contexts([2e-3, 2.5e-3]).numbers(), intensity.exercise_numbers(tiny_setup),
+             intensity.long_context().numbers()]
     check_glued_once(parts, NOTEBOOK)
     assert records.roofs().numbers()["table_min_ridge"] > 100  # the opening's "at least ... FLOPs" per byte

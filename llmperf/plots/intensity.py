@@ -82,7 +82,7 @@ def roofline(roofs, sweep, others=None):
     (a BatchSweep) at their intensity and achieved FLOP rate, and the Llama-3-8B step's intensity at batch 1;
     and each committed reference's probed roof and measured steps (`others`, a reference.compare.Comparison)."""
     fig, ax = figure(height=6.4)
-    here_label = f"this machine, probed, {roofs.dtype} (measured)"
+    here_label = f"{roofs.label} (measured)"
     h100_label = f"{roofs.h100.name}, datasheet (predicted)"
     table = [dataclasses.replace(hw, name=h100_label) if name == roofs.h100.name else hw
              for name, hw in hardware.ACCELERATORS.items()]
@@ -92,8 +92,8 @@ def roofline(roofs, sweep, others=None):
     ax.plot(sweep.intensity, achieved, "o", color=MEASURED, ms=7, zorder=5, label="SmolLM2 decode step, measured")
     _label_batches(ax, sweep.batches, sweep.intensity, achieved, offset=(4, -11))
     _reference_roofs(ax, others)
-    # at the source notes' 2·N intensity, as the table and the caption quote it
-    ax.axvline(roofs.intensity_2n, color=PREDICTED, ls=":", label="Llama-3-8B decode, batch 1 (2·N, predicted)")
+    # at the exact count's intensity: the products that run, over the bytes the step reads
+    ax.axvline(roofs.intensity_exact, color=PREDICTED, ls=":", label="Llama-3-8B decode, batch 1 (predicted)")
     ax.set_title("Roofline: table accelerators, this machine, and the measured decode step")
     _legend_below(ax)
     return fig

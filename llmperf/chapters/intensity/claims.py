@@ -123,25 +123,55 @@ def against_roof(closest: float) -> str:
 
 
 def batch_fixed_cost(gap1: float, gapmax: float) -> str:
-    """What the measured ÷ roofline time at batch 1 (`gap1`) and at the largest batch (`gapmax`) say about costs
-    that neither the bytes nor the FLOPs account for."""
+    """What the measured ÷ roofline time at batch 1 (`gap1`) and at the largest batch (`gapmax`) say about the
+    time the roofline leaves out. A ratio that falls with the batch has two causes these numbers cannot tell
+    apart: a cost per step that more sequences share, or products that run closer to the roof with more rows."""
     if gap1 <= 1 + 2 * SAME:
         return (f"At batch 1 the step took {gap1:.2f} times its roofline time, within 10 % of it: there no cost "
                 "beyond the bytes and the FLOPs shows")
     if gapmax < (1 - SAME) * gap1:
-        return ("Part of each step's time is a cost that depends on neither the bytes nor the FLOPs, and a larger "
-                "batch shares it among more sequences")
+        return ("The roofline leaves part of each step's time unexplained, and that part weighs less at the "
+                "larger batch. Two causes give that fall, and these times alone do not say which: a cost per step "
+                "that depends on neither the bytes nor the FLOPs (dispatching each op), which more sequences "
+                "share; or matrix products that stream the weights faster when they multiply more rows at once")
     return ("Part of each step's time is a cost that the bytes and the FLOPs leave out, and here a larger batch "
             "did not share it away")
 
 
+def batch_against_prediction(batch: int, measured: float, predicted: float) -> str:
+    """The batch sweep against the roofline's prediction that a bigger batch costs little extra time: the step
+    at `batch` ÷ at batch 1, measured and predicted (the roofline part by part)."""
+    said = (f"The roofline predicts the step at batch {batch} at {times(predicted)} the step at batch 1; it "
+            f"measured {times(measured)}, so tokens per second came to {batch / measured:.1f} times batch 1's, "
+            f"against {batch / predicted:.1f} times predicted")
+    if measured <= (1 + SAME) * predicted:
+        return f"{said}: here the bigger batch cost as little extra time as the roofline says"
+    if measured < batch:
+        return f"{said}: the bigger batch cost more extra time than the roofline says, and still raised the throughput"
+    return f"{said}: the bigger batch bought no throughput at all"
+
+
+def threads_note(device_type: str, threads: int) -> str:
+    """Why this machine's roof is tied to the thread count: on a CPU the probe's rates (and so its ridge) depend
+    on how many threads PyTorch runs on, which each chapter chooses when it starts (`setup`)."""
+    if device_type != "cpu":
+        return ("This machine's roof is its accelerator's, which the host's PyTorch thread count does not "
+                "change")
+    plural = "thread" if threads == 1 else "threads"
+    return (f"On a CPU the probe's rates, and with them the ridge, depend on how many threads PyTorch runs on: "
+            f"this chapter runs on {threads} {plural}, the count `setup` found fastest when the chapter "
+            "started, and a chapter that starts with another count draws another roof for the same machine")
+
+
 def launches_vs_bytes(n_ops: int, launches: float) -> str:
-    """The step's `n_ops` ops, each a kernel launch on a GPU, against the `launches` whose cost equals the time an
-    H100 takes to stream the weights."""
+    """The step's `n_ops` ops against the `launches` whose asynchronous launch overheads add up to the time an
+    H100 takes to stream the weights. Not every op launches a kernel (a view launches none; chapter 5 counts
+    the kernels), so the verdict is worded for a step in which most ops do."""
     if n_ops > launches:
-        return (f"fewer than the step's {n_ops:,d} ops: for a model as small as SmolLM2 the launches cost more time "
-                "than the bytes")
-    return f"no fewer than the step's {n_ops:,d} ops: here the bytes cost at least as much time as the launches"
+        return (f"fewer than the step's {n_ops:,d} ops: if most of them launch a kernel, as chapter 5 finds on a "
+                "GPU, the launches of a model as small as SmolLM2 cost more time than its bytes")
+    return (f"no fewer than the step's {n_ops:,d} ops: here the bytes cost at least as much time as the "
+            "launches")
 
 
 DATASHEET_ROOF = "a roof a probe would put lower, raising gpt-fast's share"  # a datasheet's bandwidth is a ceiling

@@ -2,7 +2,8 @@
 bytes, FLOPs and intensity, whole and op by op; Llama-3-8B's latency against throughput on an H100, predicted
 part by part; and the exercises' numbers.
 
-Every count is for 2-byte weights (bf16 or fp16), the format behind the source notes' figures.
+Every count is for 2-byte weights (bf16 or fp16), the usual serving format. Memory for KV caches is a server's
+share of the device's (`UTILISATION`, vLLM's default, as chapter 6 takes it), less the weights.
 """
 
 from __future__ import annotations
@@ -13,12 +14,13 @@ import numpy as np
 import pandas as pd
 
 from ... import cost, hardware
+from ..serving.sums import UTILISATION
 
 LLAMA = "llama-3-8b"
 GATE_ROWS = 2_000  # chapter 2's example prompt: the rows of its gate projection
 OPS_CONTEXT = 1024  # tokens of context in the op-by-op table, so that attention has a cache to read
-NOTES_QKV_MB = 25  # the per-layer q/k/v figure the source notes give
-OP_GROUPS = {  # the ops of `cost.decode_ops`, grouped as the source notes group them
+GPTFAST_WATTS = 330  # the power cap of gpt-fast's A100 run (its README; hardware.PUBLISHED["gpt-fast"].source)
+OP_GROUPS = {  # the ops of `cost.decode_ops`, grouped by the weights they read
     "q/k/v projections": ("wq", "wk", "wv"),
     "o projection": ("wo",),
     "gate/up/down": ("w1", "w3", "w2"),
@@ -49,7 +51,7 @@ class LlamaCounts:
     norm_bytes: int
     flops_exact: int  # cost.decode_flops: the products that run, and attention
     flops_2n: int  # the rule of thumb's 2·N, the embedding table included
-    intensity_2n: float  # cost.decode_intensity(flops="2n"): the source notes' figure
+    intensity_2n: float  # cost.decode_intensity(flops="2n"): the widely quoted figure
     intensity_exact: float
     layers: int
     gqa_group: int  # query heads per stored key and value
@@ -73,10 +75,6 @@ class LlamaCounts:
     def qkv_mb(self) -> float:
         return self.per_layer_mb("q/k/v projections")
 
-    @property
-    def notes_qkv_total_gb(self) -> float:
-        """The step's weight bytes had q/k/v been NOTES_QKV_MB per layer."""
-        return (self.weight_bytes - self.layers * (self.qkv_mb - NOTES_QKV_MB) * 1e6) / 1e9
 
     def numbers(self) -> dict[str, object]:
         lm_head = self.group("LM head").bytes
@@ -89,7 +87,6 @@ class LlamaCounts:
             "gate_collapse": self.gate_intensity_prefill / self.gate_intensity_decode,
             "ops_ctx": self.ops_context, "l8_layers": self.layers,
             "qkv_mb": self.qkv_mb, "qkv_params_m": self.qkv_mb / 2,  # 2 bytes per parameter
-            "notes_qkv_mb": NOTES_QKV_MB, "notes_qkv_total_gb": self.notes_qkv_total_gb,
             "wo_mb": self.per_layer_mb("o projection"), "mlp_mb": self.per_layer_mb("gate/up/down"),
             "lm_head_gb": lm_head / 1e9, "lm_head_pct": 100 * lm_head / self.weight_bytes,
             "attn_int": self.attention_intensity, "gqa_group": self.gqa_group,
@@ -128,8 +125,8 @@ class LlamaCounts:
         return pd.DataFrame(rows).style.format(fmt, na_rep="").hide(axis="index")
 
     def check(self) -> None:
-        """The source notes' 1.07 FLOP/byte (2·N over the bytes), exactly 1.00 without the embedding's FLOPs,
-        the corrected q/k/v figure, and op-by-op bytes that add up to the step's."""
+        """1.07 FLOP/byte by 2·N over the bytes, exactly 1.00 without the embedding's FLOPs, q/k/v at 50.3 MB
+        per layer, and op-by-op bytes that add up to the step's."""
         assert round(self.intensity_2n, 2) == 1.07, self.intensity_2n
         assert round(self.intensity_exact, 2) == 1.00, self.intensity_exact
         assert round(self.qkv_mb, 1) == 50.3 and round(self.weight_bytes / 1e9, 2) == 15.01, (
@@ -160,11 +157,13 @@ def llama_counts(model: str = LLAMA) -> LlamaCounts:
 @dataclass
 class LatencyThroughput:
     """Llama-3-8B's decode step on one accelerator, predicted part by part (`hardware.roofline_time_in_parts`),
-    for batch sizes from 1 up to the most users whose KV caches (`context` tokens each) fit beside the weights."""
+    for batch sizes from 1 up to the most users whose KV caches (`context` tokens each) fit beside the weights
+    in a server's share (`utilisation`) of the memory."""
 
     device: str
     context: int  # tokens of context per user
-    memory: float  # the accelerator's memory (bytes)
+    memory: float  # the accelerator's memory (bytes), as its driver reports it
+    utilisation: float  # the share of it a server takes
     weight_bytes: int  # every parameter, the embedding table included: all must be resident
     max_batch: int
     batches: list[int]
@@ -174,6 +173,7 @@ class LatencyThroughput:
         first, last = self.step_s[0], self.step_s[-1]
         return {
             "lt_ctx": self.context, "lt_max_batch": self.max_batch, "lt_mem_mib": self.memory / 2**20,
+            "lt_util_pct": 100 * self.utilisation, "lt_usable_gb": self.utilisation * self.memory / 1e9,
             "lt_weights_mib": self.weight_bytes / 2**20, "lt_user_1": 1 / first, "lt_user_max": 1 / last,
             "lt_all_max": self.batches[-1] / last, "lt_user_drop_pct": 100 * (1 - first / last),
             "lt_all_gain": self.batches[-1] * first / last,
@@ -186,10 +186,16 @@ def latency_throughput(model: str = LLAMA, device: str = "H100 SXM", points: int
     cfg, hw = cost.get_config(model), hardware.ACCELERATORS[device]
     context = cfg.max_seq_len // 2
     weights = cost.weight_bytes(cfg, 2)
-    max_batch = int((hw.memory - weights) // cost.kv_cache_bytes(cfg, context))
+    max_batch = users_that_fit(hw, weights, cost.kv_cache_bytes(cfg, context))
     batches = [int(b) for b in np.unique(np.geomspace(1, max_batch, points).astype(int))]
     step = [hardware.roofline_time_in_parts(cost.decode_parts(cfg, context, b), hw) for b in batches]
-    return LatencyThroughput(device, context, hw.memory, weights, max_batch, batches, step)
+    return LatencyThroughput(device, context, hw.memory, UTILISATION, weights, max_batch, batches, step)
+
+
+def users_that_fit(hw, weights: float, per_user: float) -> int:
+    """The most users whose KV caches (`per_user` bytes each) fit beside `weights` bytes in a server's share
+    (`UTILISATION`) of `hw`'s memory."""
+    return int((UTILISATION * hw.memory - weights) // per_user)
 
 
 def middle_batch(batches) -> int:
@@ -214,7 +220,7 @@ def exercise_numbers(s) -> dict[str, object]:
     one = cost.decode_bytes(llama, ex_ctx)
     assert cost.compute_bound_batch(llama, h200.ridge, context=ex_ctx) is None  # the prose: "returns None"
     weights_all = cost.weight_bytes(llama, 2)  # every parameter must be in memory, the embedding table included
-    big_b = int((h100.memory - weights_all) // one.kv)  # the most users whose caches fit
+    big_b = users_that_fit(h100, weights_all, one.kv)  # the most users whose caches fit
     split = hardware.roofline_time_in_parts(cost.decode_parts(llama, ex_ctx, big_b), h100)
     whole = hardware.roofline_time(cost.decode_flops(llama, ex_ctx, big_b).total,
                                    cost.decode_bytes(llama, ex_ctx, big_b).total, h100)
@@ -240,10 +246,11 @@ def exercise_numbers(s) -> dict[str, object]:
         "ex_users": users, "ex_users_ctx": users_ctx, "ex_h100_mib": h100.memory / 2**20,
         "ex_h100_mem": h100.memory / 1e9, "ex_h200_mib": h200.memory / 2**20, "ex_h200_mem": h200.memory / 1e9,
         "ex_kv256_gb": cost.kv_cache_bytes(llama, users_ctx, batch=users) / 1e9, "ex_kv_seq_gb": kv_seq / 1e9,
-        "ex_w_gb": weights_all / 1e9, "ex_users_h100": int((h100.memory - weights_all) // kv_seq),
-        "ex_users_h200": int((h200.memory - weights_all) // kv_seq),
+        "ex_w_gb": weights_all / 1e9, "ex_users_h100": users_that_fit(h100, weights_all, kv_seq),
+        "ex_users_h200": users_that_fit(h200, weights_all, kv_seq), "ex_util_pct": 100 * UTILISATION,
+        "ex_h100_usable": UTILISATION * h100.memory / 1e9, "ex_h200_usable": UTILISATION * h200.memory / 1e9,
         "ex_gf_tps": gf.tokens_per_s, "ex_a100_tbs": a100.bandwidth / 1e12, "ex_a100_floor_ms": a100_floor * 1e3,
-        "ex_a100_tps": 1 / a100_floor, "ex_gf_pct": gptfast_pct(),
+        "ex_a100_tps": 1 / a100_floor, "ex_gf_pct": gptfast_pct(), "ex_gf_watts": GPTFAST_WATTS,
         "ex_ctx_pred": longest[b_mid].total / shortest[b_mid].total,
         "ex_ctx_pred_1": longest[1].total / shortest[1].total,
         "ex_ctx_kv_pct": 100 * longest[b_mid].kv / longest[b_mid].total,
