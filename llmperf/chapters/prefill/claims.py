@@ -51,18 +51,23 @@ def share_of_probe(achieved: float, probe: float, probe_name: str) -> str:
             "which means the probe's own run was slowed by other work. Take the probe as a lower bound here")
 
 
+RANDOM_WEIGHTS = ("with random weights of its shape, drawn normal at a trained model's scale, which time about like "
+                  "real ones, not exactly: on a GPU a product's power draw, and so its clock, depends on the values "
+                  "it multiplies, and on a CPU subnormal numbers run slowly")
+
+
 def sweep_model_text(model: str, setup_model: bool) -> str:
     """The model the TTFT sweep timed: the setup's SmolLM2, or (on a GPU) a larger preset, and why."""
     if setup_model:
         return "SmolLM2 itself"
-    return (f"{model} with random weights (which time exactly like real ones). On a GPU, SmolLM2 is a poor model to "
-            "time prefill with: each of its ops does so little arithmetic that the cost of dispatching and "
-            "launching them (chapter 5) weighs on its passes up to far longer prompts than on a larger model's")
+    return (f"{model} {RANDOM_WEIGHTS}. On a GPU, SmolLM2 is a poor model to time prefill with: each of its ops does "
+            "so little arithmetic that the cost of dispatching and launching them (chapter 5) weighs on its passes "
+            "up to far longer prompts than on a larger model's")
 
 
 def batch_model_text(model: str, setup_model: bool) -> str:
     """The model the batch-1 against batch-B comparison timed."""
-    return "SmolLM2 itself" if setup_model else f"{model} with random weights, which time exactly like real ones"
+    return "SmolLM2 itself" if setup_model else f"{model} {RANDOM_WEIGHTS}"
 
 
 PROPORTIONAL = 0.15  # TTFT "grows in proportion" to the prompt when log(TTFT ratio) ÷ log(length ratio) is 1 ± this
