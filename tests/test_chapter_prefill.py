@@ -134,7 +134,23 @@ def test_model_texts():
     text = prefill.sweep_model_text("llama-3-8b", False)
     assert text.startswith("llama-3-8b with random weights") and "whatever its length" not in text
     assert prefill.batch_model_text("smollm2-135m", True) == "SmolLM2 itself"
-    assert prefill.batch_model_text("llama-3-8b", False) == "llama-3-8b with random weights, which time exactly like real ones"
+    for text in (text, prefill.batch_model_text("llama-3-8b", False)):
+        # Random weights time about like real ones, not exactly: the values matter a little, and the text says how.
+        assert text.startswith("llama-3-8b with random weights of its shape") and "exactly like" not in text
+        assert "time about like real ones, not exactly" in text and "clock" in text and "subnormal" in text
+    assert "dispatching and launching" in prefill.sweep_model_text("llama-3-8b", False)
+
+
+@pytest.mark.parametrize("attention, words", [
+    (0, "counted the fused attention kernel as 0 FLOPs: this PyTorch has no FLOP formula for the kernel"),
+    (1_000, "counted 1,000 FLOPs of attention, the full square, although the model passed is_causal"),
+    (550, "counted 550 FLOPs of attention, the causal pairs only"),
+    (700, "counted 700 FLOPs of attention, neither the full square (1,000) nor the causal pairs (550)"),
+])
+def test_sdpa_count_text_names_what_the_counter_charged(attention, words):
+    text = prefill.sdpa_count_text(attention, 1_000, 550)
+    assert text.startswith(words)
+    assert ("not the 550 that the causal pairs need" in text) == (attention == 1_000)
 
 
 # --- the experiments, on the tiny preset ---------------------------------------------------------------------------
@@ -189,6 +205,36 @@ def test_count_check_matches_the_counter_exactly(s):
     assert check.numbers()["check_diff"] == 0 and check.table().data.shape == (2, 5)
     with pytest.raises(AssertionError):
         first_row_off(check, counted=1).check()
+    # The fused kernel, at the first length: this CPU's has no FLOP formula, so the counter sees the weights only.
+    k = check.kernel
+    assert (k.seq_len, k.device) == (8, "cpu")
+    assert k.full == cost.prefill_flops("tiny", 8, attention="full").attention
+    assert k.causal == cost.prefill_flops("tiny", 8, attention="causal").attention
+    assert k.counted - k.attention == cost.prefill_flops("tiny", 8).matmul
+    assert k.attention in (0, k.full, k.causal)  # one of the branches that name a count
+    assert check.numbers()["sdpa_text"] == prefill.sdpa_count_text(k.attention, k.full, k.causal)
+    assert check.numbers()["kernel_counted"] == k.counted
+    with pytest.raises(AssertionError):  # the weight products the counter saw are off the cost model's
+        dataclasses.replace(check, kernel=dataclasses.replace(k, counted=k.counted + 2)).check()
+    with pytest.raises(AssertionError):  # counted at another length than the first row's
+        dataclasses.replace(check, kernel=dataclasses.replace(k, seq_len=16)).check()
+
+
+def test_the_counter_sees_the_weight_products_as_mm():
+    """`weight_products` reads the counter's aten.mm; the math form's attention is aten.bmm, which it leaves out."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from llmperf.profiling import count_flops
+
+    model, tokens = build_model("tiny", "cpu"), torch.randint(0, 256, (1, 12))
+    with count_flops() as counter:
+        model(tokens)
+    assert prefill.weight_products(counter) == cost.prefill_flops("tiny", 12).matmul
+    assert counter.get_total_flops() - prefill.weight_products(counter) == cost.prefill_flops(
+        "tiny", 12, attention="full").attention  # the math form: the full square
+    with torch.inference_mode(), FlopCounterMode(display=False) as fused:
+        model(tokens)
+    assert prefill.weight_products(fused) == cost.prefill_flops("tiny", 12).matmul
 
 
 def test_ttft_sweep_records_every_length(s):
@@ -270,7 +316,8 @@ def test_batch_check_both_ways():
 def test_numbers_are_what_the_prose_glues(s):
     """Every {glue:text} name of the chapter comes from exactly one of its records' numbers() (or the exercises')."""
     est, sweep = prefill.estimates(s), hand_sweep([0.010, 0.019, 0.040, 0.090])
-    check = prefill.FlopCheck("smollm2-135m", [prefill.CountedRow(512, 10, 10, 8)])
+    check = prefill.FlopCheck("smollm2-135m", [prefill.CountedRow(512, 10, 10, 8)],
+                              prefill.KernelCount(512, "cpu", 6, 0, 4, 2))
     parts = [est.numbers(), check.numbers(), sweep.numbers(), hand_batch(0.10, 0.35).numbers(),
              prefill.exercise_numbers(est, sweep)]
     check_glued_once(parts, NOTEBOOK)

@@ -51,18 +51,40 @@ def share_of_probe(achieved: float, probe: float, probe_name: str) -> str:
             "which means the probe's own run was slowed by other work. Take the probe as a lower bound here")
 
 
+RANDOM_WEIGHTS = ("with random weights of its shape, drawn normal at a trained model's scale, which time about like "
+                  "real ones, not exactly: on a GPU a product's power draw, and so its clock, depends on the values "
+                  "it multiplies, and on a CPU subnormal numbers run slowly")
+
+
 def sweep_model_text(model: str, setup_model: bool) -> str:
     """The model the TTFT sweep timed: the setup's SmolLM2, or (on a GPU) a larger preset, and why."""
     if setup_model:
         return "SmolLM2 itself"
-    return (f"{model} with random weights (which time exactly like real ones). On a GPU, SmolLM2 is a poor model to "
-            "time prefill with: each of its ops does so little arithmetic that the cost of dispatching and "
-            "launching them (chapter 5) weighs on its passes up to far longer prompts than on a larger model's")
+    return (f"{model} {RANDOM_WEIGHTS}. On a GPU, SmolLM2 is a poor model to time prefill with: each of its ops does "
+            "so little arithmetic that the cost of dispatching and launching them (chapter 5) weighs on its passes "
+            "up to far longer prompts than on a larger model's")
 
 
 def batch_model_text(model: str, setup_model: bool) -> str:
     """The model the batch-1 against batch-B comparison timed."""
-    return "SmolLM2 itself" if setup_model else f"{model} with random weights, which time exactly like real ones"
+    return "SmolLM2 itself" if setup_model else f"{model} {RANDOM_WEIGHTS}"
+
+
+def sdpa_count_text(attention: int, full: int, causal: int) -> str:
+    """What FlopCounterMode counted for the model's own attention kernel (scaled_dot_product_attention with
+    is_causal): `attention` is the counter's total less its weight products, against the cost model's full
+    square (`full`) and causal pairs (`causal`) of the same pass, all in FLOPs."""
+    if attention == 0:
+        return ("counted the fused attention kernel as 0 FLOPs: this PyTorch has no FLOP formula for the kernel it "
+                "ran on this device, so the counter saw the weight products and nothing else")
+    if attention == full:
+        return (f"counted {attention:,} FLOPs of attention, the full square, although the model passed is_causal: "
+                "the counter's formula for the kernel charges every (query, key) pair, not the "
+                f"{causal:,} that the causal pairs need")
+    if attention == causal:
+        return f"counted {attention:,} FLOPs of attention, the causal pairs only, as is_causal asks"
+    return (f"counted {attention:,} FLOPs of attention, neither the full square ({full:,}) nor the causal pairs "
+            f"({causal:,})")
 
 
 PROPORTIONAL = 0.15  # TTFT "grows in proportion" to the prompt when log(TTFT ratio) ÷ log(length ratio) is 1 ± this
@@ -74,7 +96,7 @@ def growth_exponent(length_ratio: float, ttft_ratio: float) -> float:
 
 
 def doubling_text(pairs) -> str:
-    """The verdict on the source notes' "doubling the prompt roughly doubles TTFT", from the sweep's pairs of
+    """The verdict on the rule of thumb "doubling the prompt roughly doubles TTFT", from the sweep's pairs of
     consecutive lengths: (shorter S, longer S, TTFT at the longer ÷ TTFT at the shorter), lengths rising.
 
     Each pair's exponent (`growth_exponent`) within `PROPORTIONAL` of 1 counts as in proportion; below, TTFT grew

@@ -5,8 +5,10 @@
   crossover length, its gate projection against an H100 SXM's ridge), and the
   shape of the setup's own model. Arithmetic only: nothing runs.
 - `count_check(s)`: one plain forward pass of the setup's model (logits at every
-  position) per checked length under `profiling.count_flops`, against
-  `cost.prefill_flops(..., attention="full")`.
+  position) per checked length under `profiling.count_flops` (attention in
+  PyTorch's math form), against `cost.prefill_flops(..., attention="full")`; and
+  one at the shortest length as the model runs (its fused attention kernel,
+  `is_causal`), to see which attention count FlopCounterMode gives that kernel.
 - `exercise_numbers(estimates, sweep)`: the numbers of the exercises' answers.
 """
 
@@ -16,10 +18,12 @@ from dataclasses import dataclass
 
 import pandas as pd
 import torch
+from torch.utils.flop_counter import FlopCounterMode
 
 from ... import cost, hardware
 from ...config import get_config
 from ...profiling import count_flops
+from .claims import sdpa_count_text
 
 EXAMPLE = "llama-3-8b"  # the chapter's worked example
 RIDGE_DEVICE = "H100 SXM"  # the device whose ridge point the text sets the example against
@@ -124,17 +128,34 @@ class CountedRow:
 
 
 @dataclass
+class KernelCount:
+    """FlopCounterMode on a plain forward pass as the model runs it: attention in the device's own fused kernel
+    (`scaled_dot_product_attention` with `is_causal`), which the counter may charge in full, causally, or not at
+    all. `attention` is the counter's total less its weight products (`aten.mm`), in FLOPs."""
+
+    seq_len: int
+    device: str
+    counted: int  # FlopCounterMode's total
+    attention: int  # the part of `counted` outside aten.mm, the weight products
+    full: int  # the cost model's attention of the pass, the full square
+    causal: int  # the same, causal pairs only
+
+
+@dataclass
 class FlopCheck:
     """PyTorch's FLOP counter against the cost model, on the setup's model."""
 
     model: str
-    rows: list[CountedRow]
+    rows: list[CountedRow]  # attention in PyTorch's math form
+    kernel: KernelCount  # attention in the device's fused kernel, at the first row's length
 
     def numbers(self) -> dict[str, object]:
-        r = self.rows[-1]
+        r, k = self.rows[-1], self.kernel
         return {"check_S": r.seq_len, "check_counted": r.counted, "check_formula": r.full,
                 "check_diff": r.counted - r.full, "check_masked_gflop": (r.full - r.causal) / 1e9,
-                "check_masked_pct": 100 * (r.full - r.causal) / r.full}
+                "check_masked_pct": 100 * (r.full - r.causal) / r.full,
+                "kernel_S": k.seq_len, "kernel_device": k.device.upper(), "kernel_counted": k.counted,
+                "sdpa_text": sdpa_count_text(k.attention, k.full, k.causal)}
 
     def table(self):
         df = pd.DataFrame({"prompt (tokens)": [r.seq_len for r in self.rows],
@@ -147,19 +168,38 @@ class FlopCheck:
     def check(self) -> None:
         for r in self.rows:  # the cost model's count equals PyTorch's FLOP counter, exactly
             assert r.counted == r.full, (r.seq_len, r.counted)
+        # With the fused kernel, what the counter saw outside attention is the cost model's weight products
+        k, first = self.kernel, self.rows[0]  # (first.full is those products plus the full attention, k.full)
+        assert k.seq_len == first.seq_len and k.counted - k.attention == first.full - k.full, k
+
+
+def weight_products(counter: FlopCounterMode) -> int:
+    """The FLOPs a counter saw in `aten.mm` and `aten.addmm`: the model's weight products (its projections and LM
+    head), which `nn.Linear` runs as one matrix product over every row."""
+    return sum(n for op, n in counter.get_flop_counts()["Global"].items() if str(op) in ("aten.mm", "aten.addmm"))
 
 
 def count_check(s) -> FlopCheck:
     """Count the FLOPs of `s.model(tokens)` on random tokens (batch 1) at the sweep's shortest prompt and at the
-    batch comparison's length (`s.sizes`), and the cost model's full and causal counts of the same pass."""
+    batch comparison's length (`s.sizes`), attention in PyTorch's math form, with the cost model's full and causal
+    counts of the same pass; then once more at the shortest, attention in the device's own kernel."""
     cfg, rows = s.model.cfg, []
-    for S in (s.sizes.prefill_lengths[0], s.sizes.prefill_batch_len):
+    lengths = (s.sizes.prefill_lengths[0], s.sizes.prefill_batch_len)
+    for S in lengths:
         tokens = torch.randint(0, cfg.vocab_size, (1, S), device=s.device)
         with count_flops() as counter:  # attention in PyTorch's math form, whose matmuls the counter sees
             s.model(tokens)
         rows.append(CountedRow(S, int(counter.get_total_flops()), cost.prefill_flops(cfg, S, attention="full").total,
                                cost.prefill_flops(cfg, S, attention="causal").total))
-    return FlopCheck(cfg.name, rows)
+    S = lengths[0]
+    tokens = torch.randint(0, cfg.vocab_size, (1, S), device=s.device)
+    with torch.inference_mode(), FlopCounterMode(display=False) as counter:  # the kernel the model picks
+        s.model(tokens)
+    counted = int(counter.get_total_flops())
+    kernel = KernelCount(S, s.device.type, counted, counted - weight_products(counter),
+                         cost.prefill_flops(cfg, S, attention="full").attention,
+                         cost.prefill_flops(cfg, S, attention="causal").attention)
+    return FlopCheck(cfg.name, rows, kernel)
 
 
 def measured_gpu(where=None):

@@ -33,7 +33,8 @@ from .claims import (batch_gain_text, batch_model_text, batch_ttft_text, doublin
 
 def model_for(s, name: str):
     """The model an experiment of the chapter times: the setup's own, `s.model`, when `name` is its preset's name,
-    else preset `name` with random weights (which time exactly like real ones), built on `s.device` in `s.dtype`."""
+    else preset `name` with random weights (`build_model`: they time about like real ones, not exactly), built on
+    `s.device` in `s.dtype`."""
     return s.model if name == s.model.cfg.name else build_model(name, s.device, s.dtype)
 
 
