@@ -68,7 +68,8 @@ def count_flops():
     sees the fused attention kernel as 0 FLOPs, while the math form's two matrix
     products (scores and weighted sum) it counts. The math form computes the whole
     score matrix and masks it, so a causal prefill is counted as full attention.
-    Runs under inference_mode. Only what goes through PyTorch is counted: a fused
+    (On CUDA the counter does have formulas for the fused kernels, and they count
+    the full square too, whatever `is_causal` says.) Runs under inference_mode. Only what goes through PyTorch is counted: a fused
     model's NumPy products (llmperf.fast) are not.
     """
     with torch.inference_mode(), sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
