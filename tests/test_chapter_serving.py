@@ -32,12 +32,68 @@ def test_serving_wording():
     assert "so many of batch 4's requests missed the objectives" in later
     assert "zero throughout" in serving.goodput_peak(BATCHES, [1, 2, 3], [0, 0, 0])
     assert "took 3.0 times as long" in serving.warm_up(0.3, 0.1)
-    assert "not much slower" in serving.warm_up(0.11, 0.1)
-    assert "never sends them" in serving.omission(0, 4, 5.2, 1.0, 2.5, 2.6)
-    assert "came out close" in serving.omission(1, 1, 1.2, 1.0, 1.05, 0.5)
-    assert "closed loop's worst TTFT was the larger" in serving.omission(0, 1, 1.0, 0.79, 0.33, 0.28)
-    assert "sent 1 request and" in serving.omission(1, 1, 1.2, 1.0, 1.05, 0.5)
-    assert "sent 2 requests and" in serving.omission(2, 1, 1.2, 1.0, 1.05, 0.5)
+    calm = serving.warm_up(0.11, 0.1)
+    assert "not much slower" in calm and "one-time costs this server paid were small" in calm
+    assert "had already run" not in calm  # no cause the run did not measure
+
+
+def ttfts(p50, p90, p99):
+    return {50: p50, 90: p90, 99: p99}
+
+
+CLOSED = ttfts(0.1, 0.2, 0.4)
+
+
+def omission(open_ttft, closed_sent=0):
+    return serving.omission(closed_sent, 4, 3.5, CLOSED, open_ttft, 2.5)
+
+
+def test_omission_every_branch():
+    every = omission(ttfts(0.2, 0.5, 1.0))
+    assert "sent 0 requests and the open loop 4, where users arriving at the open loop's rate would have sent 3.5" \
+        in every
+    assert "p50 200.0 ms against 100.0 ms, p90 500.0 ms against 200.0 ms, p99 1.00 s against 400.0 ms" in every
+    assert "longer at every percentile" in every and "never sends them" in every
+    # The executed run that filed the issue: p50 1,107 ms against 184 ms is no "close" tail.
+    run = serving.omission(0, 3, 2.9, ttfts(0.184, 0.510, 0.9), ttfts(1.107, 3.035, 3.2), 1.0)
+    assert "longer at every percentile" in run and "within 10 %" not in run
+    tail = omission(ttfts(0.1, 0.3, 1.0))  # median equal, p90 and p99 longer
+    assert "the median no longer, the tail longer (p90 and p99)" in tail and "room to spare" in tail
+    assert "the tail longer (p99)" in omission(ttfts(0.09, 0.21, 0.5))  # only p99 more than 10 % above
+    middle = omission(ttfts(0.2, 0.3, 0.42))  # p50 and p90 longer, p99 within 10 %
+    assert "longer at p50 and p90 but not at p99" in middle
+    shorter = omission(ttfts(0.05, 0.2, 0.4))
+    assert "no longer at any percentile, and shorter at p50" in shorter and "counts alone" in shorter
+    close = omission(ttfts(0.105, 0.21, 0.43))
+    assert "within 10 % at every percentile" in close and "grows with the stall" in close
+    assert "sent 1 request and" in omission(CLOSED, closed_sent=1)
+    assert "sent 2 requests and" in omission(CLOSED, closed_sent=2)
+
+
+def test_step_time_path_every_branch():
+    rising = serving.step_time_path([1, 2, 4], [0.030, 0.040, 0.050])
+    assert rising == ("Each step decodes more sequences, and took longer at every batch size here: mean TPOT went "
+                      "from 30.0 ms at batch 1 to 50.0 ms at batch 4")
+    # The executed run that filed the issue: from batch 2 to 4 the steps got shorter.
+    dip = serving.step_time_path([1, 2, 4, 8], [0.030, 0.0482, 0.0471, 0.060])
+    assert "from end to end the steps took longer" in dip and "but not at every step" in dip
+    assert "it did not rise at batch 4 (47.1 ms against 48.2 ms at batch 2)" in dip
+    flat = serving.step_time_path([1, 2, 4], [0.050, 0.060, 0.049])
+    assert "yet the steps took no longer from end to end" in flat and "took longer" not in flat
+
+
+def test_user_against_server_every_branch():
+    faster = serving.user_against_server(39.4, 37.3)  # the executed run's batch 1
+    assert "1 ÷ mean TPOT" in faster and "wall time" in faster and "TTFT" in faster
+    assert "at batch 1, one request at a time, a user's 39.4 tokens/s exceed the server's 37.3" in faster
+    slower = serving.user_against_server(30.0, 37.3)
+    assert "wall time" in slower and "exceed" not in slower
+
+
+def test_share_sample_size():
+    assert serving.share_sample_size(0.9) == 139  # 1.96² × 0.9 × 0.1 / 0.05² = 138.3
+    assert serving.share_sample_size(0.5) == 385 and serving.share_sample_size(0.9, 0.1) == 35
+    assert serving.share_sample_size(1.0) == 0
 
 
 BATCHES = [1, 4, 16]
@@ -47,13 +103,15 @@ def test_rate_sweep_wording():
     assert "no knee to find" in serving.knee_text(None, 0, 0)
     assert "is at 2 req/s: 1,234 tokens/s at a median E2E of 1.50 s" in serving.knee_text("2 req/s", 1234, 1.5)
     loads, served = ["1 at a time", "2 req/s", "all at once"], [1.0, 1.9, 3.0]
-    none = serving.distserve_goodput(loads, served, [0.5, 0.2, 0.0], 0.9, None)
-    assert "not even one request at a time" in none and "(50 % did)" in none and "goodput is zero" in none
-    every = serving.distserve_goodput(loads, served, [1.0, 1.0, 0.95], 0.9, 2)
-    assert "even with every request sent at once, 95 % met" in every and "its capacity, 3.00 requests/s" in every
-    between = serving.distserve_goodput(loads, served, [1.0, 0.9, 0.25], 0.9, 1)
-    assert "the heaviest load at which 90 % of requests met the objectives was 2 req/s (1.90 requests/s" in between
-    assert "at the next, all at once, only 25 % were" in between
+    none = serving.distserve_goodput(loads, served, [0.5, 0.2, 0.0], 0.9, None, 10)
+    assert "not even one request at a time" in none and "requests: 5 of 10 (50 %) did, so" in none and "goodput is zero" in none
+    every = serving.distserve_goodput(loads, served, [1.0, 1.0, 0.95], 0.9, 2, 20)
+    assert "even with every request sent at once, 19 of 20 (95 %) met" in every
+    assert "its capacity, 3.00 requests/s" in every
+    between = serving.distserve_goodput(loads, served, [1.0, 0.9, 0.7], 0.9, 1, 10)
+    assert ("the heaviest load at which 90 % of requests met the objectives was 2 req/s, serving 1.90 requests/s "
+            "with 9 of 10 (90 %) within them") in between
+    assert "at the next, all at once, only 7 of 10 (70 %) were" in between
 
 
 def limits(ttft, tpot):
@@ -232,7 +290,9 @@ def test_batch_sweep(sweep):
     numbers = sweep.numbers()
     assert numbers["b_max"] == 2 and numbers["slo_ttft_x"] == 5 and numbers["slo_tpot_x"] == 2
     assert all(isinstance(numbers[k], str) for k in ("server_limits", "interactive_limits", "goodput_text",
-                                                     "warmup_text", "agg_path_text"))
+                                                     "warmup_text", "agg_path_text", "step_path_text"))
+    assert numbers["step_path_text"].startswith("Each step decodes more sequences")
+    assert "wall time" in sweep.table().caption and "TPOT mean (ms)" in sweep.table().data
     assert all(0 <= g <= x + 1e-12 for g, x in zip(sweep.goodput, sweep.req_s))
     assert len(sweep.table().data) == 2 and len(sweep.goodput_table().data) == 2
     # Every request asks 4 tokens: the first from its prefill, the rest from 3 decode steps, the first of which is
@@ -258,6 +318,9 @@ def test_rate_sweep(rates, sweep):
     assert rates.sweep.objectives == sweep.objectives and rates.max_tokens == 2
     numbers = rates.numbers()
     assert numbers["rs_batch"] == 2 and numbers["rs_requests"] == 4 and numbers["rs_steps"] == labels.count("rate")
+    assert numbers["rs_step_pct"] == 25 and numbers["rs_target_pct"] == 90 and numbers["rs_claim_n"] == 139
+    ran = sum(p.summary.duration for p in rates.points) / 60
+    assert numbers["rs_claim_min"] == pytest.approx(ran * 139 / 4) and numbers["rs_half_pct"] == 5
     assert numbers["rs_gain"] == pytest.approx(numbers["rs_capacity"] / numbers["rs_sync"])
     assert isinstance(numbers["rs_knee_text"], str) and isinstance(numbers["rs_goodput_text"], str)
     assert len(rates.table().data) == len(labels) and len(rates.figure().axes) == 3
@@ -287,7 +350,8 @@ def test_rate_sweep_check():
 
 def test_stall_loops(loops):
     assert loops.closed.load == {"concurrency": 2} and set(loops.open.load) == {"rate", "seed"}
-    assert loops.open.load["rate"] == loops.closed.summary.request_throughput
+    assert loops.open.load["rate"] == pytest.approx(serving.OPEN_LOAD * loops.closed.summary.request_throughput)
+    assert serving.OPEN_LOAD == 0.7
     for x in loops.loops:
         assert len(x.requests) == 4 and x.long_index == 1 and all(r.ok for r in x.requests)
         long = x.requests[1]
@@ -297,6 +361,9 @@ def test_stall_loops(loops):
     json_ok(loops)
     numbers = loops.numbers()
     assert numbers["long"] == 32 and numbers["n_ttft"] == 4 and "in one pass" in numbers["long_prefill_text"]
+    assert numbers["open_load_pct"] == pytest.approx(70) and "the open loop's rate" in numbers["omission_text"]
+    assert "3 requests other than the long one" in loops.table().caption
+    assert all(len(x.other_ttfts) == 3 and set(x.other_percentiles) == {50, 90, 99} for x in loops.loops)
     assert numbers["p99_nearest"] == numbers["ttft_max_ms"]  # under 100 values, nearest rank is the largest
     assert len(loops.table().data) == 2 and len(loops.percentile_table().data) == 2
     axes = figures.loops_over_time(loops).axes  # a panel per loop, each with its TTFT on an axis of its own
@@ -396,7 +463,9 @@ def test_loops_check():
         hand_loops(fail=True).check()
     x = hand_loops()
     assert x.closed.stall == pytest.approx((0.5, 0.6)) and x.stall_s == pytest.approx(0.1)
-    assert x.closed.sent_in_stall == 0 and x.closed.worst_other_ttft == pytest.approx(0.1)
+    assert x.closed.sent_in_stall == 0 and x.closed.other_ttfts == pytest.approx([0.1] * 5)
+    assert x.closed.other_percentiles == pytest.approx({50: 0.1, 90: 0.1, 99: 0.1})
+    assert "within 10 % at every percentile" in x.numbers()["omission_text"]
     json_ok(x)
 
 

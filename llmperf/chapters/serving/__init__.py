@@ -12,7 +12,8 @@ timestamps and the server's count of requests in flight, read from its /metrics;
     sweep    `batch_sweep`: the exchange rate over max batch sizes, the prefills per step, MLPerf's limits,
              goodput, warm-up
     rates    `rate_sweep`: one server swept by rate (`bench.sweep`): capacity, knee, DistServe's goodput
-    loops    `stall_loops`: closed against open loop around one long prefill; percentiles and their spread
+    loops    `stall_loops`: closed against open loop (at `OPEN_LOAD` of the closed loop's throughput) around
+             one long prefill; percentiles and their spread
     sums     no measurement: `kv_capacity` (Little's Law sizing a KV cache), `claim_check` (15,000 tokens/s
              at batch 256), `exercise_numbers`
     sources  no measurement: the cited tables, MLPerf's latency limits and each tool's names for the metrics
@@ -24,17 +25,19 @@ last cell asserts. The figures are `llmperf.plots.serving`.
 
 from . import sources
 from .claims import (distserve_goodput, goodput_peak, itl_against_tpot, knee_text, limits_met, long_prefill, omission,
-                     percentile_spread, percentiles_add, prefill_bursts, residual_text, throughput_path, warm_up)
-from .loops import Loop, Loops, stall_loops
-from .rates import RateSweep, rate_sweep
+                     percentile_spread, percentiles_add, prefill_bursts, residual_text, step_time_path,
+                     throughput_path, user_against_server, warm_up)
+from .loops import OPEN_LOAD, Loop, Loops, stall_loops
+from .rates import RateSweep, rate_sweep, share_sample_size
 from .run import Run, answer_table, closed_run, lone_request, setup_numbers
 from .served import NAME, matching_seed, request_lengths
 from .sums import Claim, KVCapacity, claim_check, exercise_numbers, kv_capacity, published_share
 from .sweep import MLPERF_LIMITS, BatchPoint, BatchSweep, batch_sweep
 
-__all__ = ["NAME", "BatchPoint", "BatchSweep", "Claim", "KVCapacity", "Loop", "Loops", "MLPERF_LIMITS", "RateSweep",
+__all__ = ["NAME", "OPEN_LOAD", "BatchPoint", "BatchSweep", "Claim", "KVCapacity", "Loop", "Loops", "MLPERF_LIMITS", "RateSweep",
            "Run", "answer_table", "batch_sweep", "claim_check", "closed_run", "distserve_goodput",
            "exercise_numbers", "goodput_peak", "itl_against_tpot", "knee_text", "kv_capacity", "limits_met",
            "lone_request", "long_prefill", "matching_seed", "omission", "rate_sweep",
            "percentile_spread", "percentiles_add", "prefill_bursts", "published_share", "request_lengths",
-           "residual_text", "setup_numbers", "sources", "stall_loops", "throughput_path", "warm_up"]
+           "residual_text", "setup_numbers", "share_sample_size", "sources", "stall_loops", "step_time_path",
+           "throughput_path", "user_against_server", "warm_up"]

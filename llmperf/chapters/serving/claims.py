@@ -130,31 +130,45 @@ def warm_up(first: float, rest_median: float) -> str:
     if ratio > 1.5:
         return (f"took {times(ratio)} as long: {said}. Left in, it would pull the mean up; benchmarks "
                 "send a few warm-up requests first and discard them")
-    return (f"was not much slower: {said}. This process had already run the model, so little was left to "
-            "warm up; a freshly started server (on a GPU, one that has not yet loaded its kernels) is "
-            "another matter, and benchmarks send a few warm-up requests first and discard them")
+    return (f"was not much slower: {said}, so whatever one-time costs this server paid were small beside one "
+            "request. A server in a freshly started process (on a GPU, one that has not yet loaded its kernels) "
+            "can pay more, and benchmarks send a few warm-up requests first and discard them")
 
 
-def omission(closed_sent: int, open_sent: int, expected: float, closed_worst: float, open_worst: float,
-             stall: float) -> str:
-    """What a closed loop hid during a stall of `stall` seconds: the requests sent while it lasted (`expected`
-    at the run's rate), and the worst TTFT of the other requests in each loop."""
+OMISSION_QS = (50, 90, 99)  # the TTFT percentiles `omission` compares
+OMISSION_MARGIN = 1.1  # one loop's percentile "longer" than the other's: more than 10 % above it
+
+
+def omission(closed_sent: int, open_sent: int, expected: float, closed_ttft: dict[int, float],
+             open_ttft: dict[int, float], stall: float) -> str:
+    """What a closed loop hid during a stall of `stall` seconds: the requests each loop sent while it lasted
+    (`expected` at the open loop's rate), and the p50, p90 and p99 TTFT of the other requests in each loop
+    ({q: s}); a percentile counts as longer in one loop when it is more than 10 % above the other's."""
     sent = (f"While the long prompt waited and was prefilled ({duration(stall)}), the closed-loop clients "
             f"sent {closed_sent} request{'s' if closed_sent != 1 else ''} and the open loop {open_sent}, where "
-            f"users arriving at the run's rate would have sent {expected:.1f}")
-    if open_worst > 1.1 * closed_worst:
-        return (f"{sent}. Leaving the long request itself out, the open loop's worst TTFT was "
-                f"{duration(open_worst)}, the closed loop's {duration(closed_worst)}: requests that arrive while the "
-                "server is busy (in a stall, or in a burst of arrivals) wait it out, and a closed loop never "
-                "sends them")
-    if closed_worst > 1.1 * open_worst:
-        return (f"{sent}. Leaving the long request itself out, the closed loop's worst TTFT was the larger here, "
-                f"{duration(closed_worst)} against {duration(open_worst)}: its clients all send their first "
-                "requests at once, and that burst cost more than the stall did. What it hid is in the counts: "
-                "the requests that would have arrived during the stall were never sent")
-    return (f"{sent}. Leaving the long request itself out, the worst TTFTs came out close "
-            f"({duration(open_worst)} open, {duration(closed_worst)} closed): too few arrivals fell in the "
-            "stall to show in the tail this time. The gap grows with the stall and with the rate")
+            f"users arriving at the open loop's rate would have sent {expected:.1f}")
+    pairs = ", ".join(f"p{q} {duration(open_ttft[q])} against {duration(closed_ttft[q])}" for q in OMISSION_QS)
+    said = f"{sent}. Leaving the long request itself out, the open loop's TTFTs against the closed loop's were {pairs}"
+    longer = [q for q in OMISSION_QS if open_ttft[q] > OMISSION_MARGIN * closed_ttft[q]]
+    shorter = [q for q in OMISSION_QS if closed_ttft[q] > OMISSION_MARGIN * open_ttft[q]]
+    qs = " and ".join(f"p{q}" for q in longer)
+    if len(longer) == len(OMISSION_QS):
+        return (f"{said}: longer at every percentile. Requests that arrive while the server is busy wait it out, "
+                "and the requests after them wait behind them; a closed loop never sends them")
+    if longer and longer[-1] == OMISSION_QS[-1]:
+        return (f"{said}: the median no longer, the tail longer ({qs}). The requests that arrived during the stall "
+                "waited it out, while the rest met a server with room to spare; a closed loop never sends the "
+                "requests that wait")
+    if longer:
+        return (f"{said}: longer at {qs} but not at p99, where each loop's value rests on its one or two slowest "
+                "requests. The requests that arrived during the stall waited it out; a closed loop never sends "
+                "them")
+    if shorter:
+        return (f"{said}: no longer at any percentile, and shorter at {' and '.join(f'p{q}' for q in shorter)}. "
+                "What the closed loop hid shows in the counts alone this time: the requests that would have "
+                "arrived during the stall were never sent")
+    return (f"{said}: within 10 % at every percentile, too few arrivals fell in the stall to show this time. "
+            "The gap grows with the stall and with the rate")
 
 
 def _ms(seconds: float) -> str:
@@ -226,19 +240,48 @@ def knee_text(load: str | None, tok_s: float, e2e: float) -> str:
             f"{tok_s:,.0f} tokens/s at a median E2E of {duration(e2e)}")
 
 
-def distserve_goodput(loads, served, attained, target: float, best: int | None) -> str:
-    """DistServe's goodput read off a rate sweep: `loads` (names, lightest first), `served` (requests/s),
-    `attained` (the share of each point's requests meeting every objective), `best` the index of the heaviest
-    load at which at least `target` did (None if none did)."""
+def distserve_goodput(loads, served, attained, target: float, best: int | None, n: int) -> str:
+    """DistServe's goodput read off a rate sweep of `n` requests per load: `loads` (names, lightest first),
+    `served` (requests/s), `attained` (the share of each point's requests meeting every objective), `best` the
+    index of the heaviest load at which at least `target` did (None if none did)."""
     def pct(x: float) -> str:
-        return f"{100 * x:.0f} %"
+        return f"{round(x * n)} of {n} ({100 * x:.0f} %)"
 
     if best is None:
-        return (f"not even one request at a time met the objectives for {pct(target)} of its requests "
-                f"({pct(attained[0])} did), so under them this server's goodput is zero")
+        return (f"not even one request at a time met the objectives for {100 * target:.0f} % of its requests: "
+                f"{pct(attained[0])} did, so under them this server's goodput is zero")
     if best == len(loads) - 1:
         return (f"even with every request sent at once, {pct(attained[best])} met the objectives, so they do not "
                 f"limit this server: its goodput is its capacity, {served[best]:.2f} requests/s")
-    return (f"the heaviest load at which {pct(target)} of requests met the objectives was {loads[best]} "
-            f"({served[best]:.2f} requests/s served, {pct(attained[best])} within them); at the next, "
+    return (f"the heaviest load at which {100 * target:.0f} % of requests met the objectives was {loads[best]}, "
+            f"serving {served[best]:.2f} requests/s with {pct(attained[best])} within them; at the next, "
             f"{loads[best + 1]}, only {pct(attained[best + 1])} were. DistServe's goodput lies between the two")
+
+
+def step_time_path(batches, tpot_mean) -> str:
+    """How the mean TPOT (s), about one engine step as each user sees it, moved over a batch sweep: up at every
+    step, up from end to end but not at every step, or not up from end to end."""
+    ends = (f"mean TPOT went from {duration(tpot_mean[0])} at batch {batches[0]} to {duration(tpot_mean[-1])} at "
+            f"batch {batches[-1]}")
+    fell = [(b, t, a, prev) for a, b, prev, t in zip(batches, batches[1:], tpot_mean, tpot_mean[1:]) if t <= prev]
+    if tpot_mean[-1] <= tpot_mean[0]:
+        return (f"Each step decodes more sequences, yet the steps took no longer from end to end: {ends}; in this "
+                "sweep the extra sequences cost no step time that the run could measure")
+    if not fell:
+        return f"Each step decodes more sequences, and took longer at every batch size here: {ends}"
+    where = " and ".join(f"at batch {b} ({duration(t)} against {duration(prev)} at batch {a})"
+                         for b, t, a, prev in fell)
+    return (f"Each step decodes more sequences, and from end to end the steps took longer ({ends}), but not at "
+            f"every step: it did not rise {where}")
+
+
+def user_against_server(user_1: float, server_1: float) -> str:
+    """The sweep table's caption: what each tokens/s counts, and, if batch 1's user outran its server
+    (`user_1` against `server_1`, tokens/s), why."""
+    what = ("tokens/s per user is 1 ÷ mean TPOT, which counts only the time from a request's first token to its "
+            "last; the server's output tokens/s divides every token by the run's wall time, which also holds "
+            "each request's TTFT and the moments between one request's end and the next one's start")
+    if user_1 > server_1:
+        return (f"{what}: so at batch 1, one request at a time, a user's {user_1:.1f} tokens/s exceed the "
+                f"server's {server_1:.1f}")
+    return what

@@ -1,11 +1,13 @@
 """DistServe's goodput, which only a sweep measures: one server of `serve_batch` slots loaded by `bench.sweep`
 by rate (one request at a time, all at once, then rates between, each an open loop), what `python -m
 llmperf.bench --sweep rate` runs. Its capacity against one request at a time, its knee, and the heaviest load
-at which 90 % of requests met the chapter's objectives.
+at which 90 % of requests met the chapter's objectives, and how many requests per load that share would need
+to be a measurement rather than a demonstration (`share_sample_size`).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import pandas as pd
@@ -20,8 +22,15 @@ from .served import NAME, synchronously
 
 STEPS = 2  # rates between one at a time and all at once
 CAPACITY_GAIN = 1.5  # all at once completes at least this many times the requests/s of one at a time
+HALF_WIDTH, Z95 = 0.05, 1.96  # a share placed within ±5 points, 95 % of the time (the normal approximation)
 SHOWN = ["load", "arrived (req/s)", "served (req/s)", "output (tokens/s)", "TTFT p50 (ms)", "TPOT p50 (ms)",
          "E2E p50 (ms)", "met objectives (%)"]
+
+
+def share_sample_size(share: float, half_width: float = HALF_WIDTH, z: float = Z95) -> int:
+    """Requests per load for a measured share near `share` (0.9: 90 % met the objectives) to lie within
+    ±`half_width` of the true one in 95 % of runs: n = z² p (1 − p) / h², the binomial's normal approximation."""
+    return math.ceil(z * z * share * (1 - share) / half_width ** 2)
 
 
 @dataclass
@@ -39,11 +48,26 @@ class RateSweep:
     def points(self):
         return self.sweep.points
 
+    @property
+    def requests(self) -> int:
+        """Requests per load."""
+        first = self.points[0].summary
+        return first.completed + first.failed
+
+    @property
+    def claim_size(self) -> tuple[int, float]:
+        """The requests per load that the target share needs (`share_sample_size`), and the minutes the sweep
+        would take at that size, its measured duration scaled by that many over the requests it ran."""
+        need = share_sample_size(self.sweep.target)
+        return need, sum(p.summary.duration for p in self.points) * need / self.requests / 60
+
     def numbers(self) -> dict[str, object]:
         first, top, knee = self.points[0].summary, self.sweep.capacity.summary, self.sweep.knee
-        best = self.sweep.best
+        best, (need, minutes) = self.sweep.best, self.claim_size
         steps = sum(p.label == "rate" for p in self.points)  # STEPS, unless all at once gained nothing
-        return {"rs_batch": self.batch, "rs_requests": first.completed + first.failed, "rs_steps": steps,
+        return {"rs_batch": self.batch, "rs_requests": self.requests, "rs_steps": steps,
+                "rs_step_pct": 100 / self.requests, "rs_target_pct": 100 * self.sweep.target,
+                "rs_half_pct": 100 * HALF_WIDTH, "rs_claim_n": need, "rs_claim_min": minutes,
                 "rs_sync": first.request_throughput, "rs_capacity": top.request_throughput,
                 "rs_capacity_tok": top.output_throughput, "rs_gain": top.request_throughput / first.request_throughput,
                 "rs_knee_text": knee_text(knee and knee.load, knee.summary.output_throughput if knee else 0,
@@ -51,7 +75,8 @@ class RateSweep:
                 "rs_goodput_text": distserve_goodput([p.load for p in self.points],
                                                      [p.summary.request_throughput for p in self.points],
                                                      [p.attainment for p in self.points], self.sweep.target,
-                                                     self.points.index(best) if best else None)}
+                                                     self.points.index(best) if best else None,
+                                                     self.requests)}
 
     def table(self):
         """A row per load, lightest first: what arrived, what was served, the latencies, the share on target."""

@@ -66,7 +66,8 @@ class KVCapacity:
     def table(self):
         rows = [(f"{self.accelerator} memory, as the driver reports it",
                  f"{self.memory / 2**20:,.0f} MiB = {self.memory / 1e9:.1f} GB"),
-                (f"a server's share ({100 * self.utilisation:.0f} %, vLLM's default)", f"{self.usable / 1e9:.1f} GB"),
+                (f"a server's share ({100 * self.utilisation:.0f} %, vLLM's --gpu-memory-utilization default)",
+                 f"{self.usable / 1e9:.1f} GB"),
                 (f"{self.model} weights, bf16", f"{self.weights / 1e9:.1f} GB"),
                 ("left for the KV cache (activations not counted)", f"{self.kv_free / 1e9:.1f} GB"),
                 ("one token's keys and values, every layer", f"{self.per_token / 1024:.0f} KiB"),
@@ -77,8 +78,9 @@ class KVCapacity:
 
 def kv_capacity(model: str = "llama-3-8b", accelerator: str = "H100 SXM", rate: float = 100,
                 latency: float = 2.0) -> KVCapacity:
-    """The source notes' example: 100 requests/s of 2 s each; here Llama-3-8B in bf16 on one H100 SXM (memory as
-    its driver reports it, `UTILISATION` of it taken by the server)."""
+    """Little's Law sizing a KV cache: `rate` requests/s of `latency` s each (100 and 2 by default); Llama-3-8B
+    in bf16 on one H100 SXM (memory as its driver reports it, `UTILISATION` of it taken by the server, vLLM's
+    --gpu-memory-utilization default)."""
     return KVCapacity(model, accelerator, rate, latency, float(hardware.ACCELERATORS[accelerator].memory),
                       float(cost.weight_bytes(model, BF16)), float(cost.kv_bytes_per_token(model)))
 

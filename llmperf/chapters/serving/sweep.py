@@ -19,7 +19,8 @@ from ...prefills import PREFILL_CHUNK
 from ...serve import background, create_app
 from ..setup import Setup
 from . import sources
-from .claims import goodput_peak, limits_met, prefill_bursts, throughput_path, warm_up
+from .claims import (goodput_peak, limits_met, prefill_bursts, step_time_path, throughput_path, user_against_server,
+                     warm_up)
 from .served import unwatched_load
 
 LIMITS_MODEL = "Llama-3.1-8B"  # the MLPerf benchmark whose limits the chapter sets beside its sweep
@@ -117,6 +118,7 @@ class BatchSweep:
         agg, user, ttft = self.tok_s, self.per_user, self.percentile("ttft", "median")
         return {"b_max": self.batches[-1], "agg_1": agg[0], "agg_max": agg[-1], "agg_gain": agg[-1] / agg[0],
                 "agg_path_text": throughput_path(self.batches, agg),
+                "step_path_text": step_time_path(self.batches, self.percentile("tpot", "mean")),
                 "user_1": user[0], "user_max": user[-1], "ttft_1": ttft[0] * 1e3, "ttft_max": ttft[-1] * 1e3,
                 "prefills_text": self.prefills_text,
                 "server_limits": self.limits_text("server"), "interactive_limits": self.limits_text("interactive"),
@@ -136,13 +138,16 @@ class BatchSweep:
                 "lone_pred_ms": (first.ttft.median + first.tpot.mean * (tokens - 1)) * 1e3}
 
     def table(self):
-        """Per batch size: the server's tokens/s, each user's, median TTFT and p99 TPOT."""
+        """Per batch size: the server's tokens/s, each user's, median TTFT, mean and p99 TPOT; the caption says
+        what each tokens/s counts (`user_against_server`)."""
         data = {"max batch (= clients)": self.batches, "output tokens/s": self.tok_s,
                 "tokens/s per user": self.per_user,
                 "TTFT p50 (ms)": [t * 1e3 for t in self.percentile("ttft", "median")],
+                "TPOT mean (ms)": [t * 1e3 for t in self.percentile("tpot", "mean")],
                 "TPOT p99 (ms)": [t * 1e3 for t in self.percentile("tpot", "p99")]}
         shown = (pd.DataFrame(data).style.format(precision=1, thousands=",")
-                 .format(precision=0, thousands=",", subset=["TTFT p50 (ms)"]).hide(axis="index"))
+                 .format(precision=0, thousands=",", subset=["TTFT p50 (ms)"]).hide(axis="index")
+                 .set_caption(user_against_server(self.per_user[0], self.tok_s[0])))
         return Collapsed(shown, "sweep")
 
     def goodput_table(self):
