@@ -50,6 +50,7 @@ def numbers() -> dict[str, float]:
         "batch_context": BATCH_CONTEXT,
         "batch_saving": one / many,
         "per_user_tps": NOTES["served_tps"] / NOTES["served_batch"],
+        "notes_both_tps": NOTES["per_user_tps"] * NOTES["served_batch"],
         "launch_overhead_us": NVIDIA_ASYNC_US - NVIDIA_KERNEL_US,
         "graph_overhead_us": NVIDIA_GRAPH_US - NVIDIA_KERNEL_US,
         "nvidia_kernel_us": NVIDIA_KERNEL_US, "nvidia_async_us": NVIDIA_ASYNC_US,
