@@ -369,7 +369,8 @@ def test_every_glue_name_of_the_chapter_comes_from_a_record():
                                   ).numbers(),
              **caching.exercise_numbers(gen, cost.get_config("tiny")),
              **caching.wastes(gen, cost.get_config("tiny")).numbers(),
-             **caching.predicted_batch_steps().numbers("l8b_"), **batch_record([1, 1, 1], [1, 2, 4]).numbers("mb_")}
+             **caching.predicted_batch_steps().numbers("l8b_"), **batch_record([1, 1, 1], [1, 2, 4]).numbers("mb_"),
+             **caching.CausalTiming("cpu", [512], [1.0], [1.0], [1.0]).numbers()}
     assert names and names <= set(glued), sorted(names - set(glued))
 
 
@@ -452,3 +453,25 @@ def test_float32_model(tiny):
     assert caching.float32_model(tiny) is tiny
     half = build_model("tiny", device="cpu", dtype=torch.bfloat16, seed=0)
     assert caching.float32_model(half).dtype == torch.float32 and half.dtype == torch.bfloat16
+
+
+CAUSAL = ("Told is_causal, the kernel here took 1.00 of the unmasked call's time at 512 tokens (its tiles predict "
+          "1.00), and {m:.2f} of the unmasked call's time at 2,048 tokens (its tiles predict 0.62)")
+
+
+@pytest.mark.parametrize("m, end", [
+    (0.64, ". The tiles it skips account for the time it saved"),  # this machine's run: 1.00 and 0.64
+    (0.95, ". It saved less than the skipped tiles predict: part of a call's time may not go with the pairs it "
+           "scores (reading q, k and v, a fixed cost per call); timing longer calls would tell"),
+    (0.40, ". It saved more than the skipped tiles predict: the pairs it scores do not alone set a call's time")])
+def test_causal_timing_every_branch(m, end):
+    assert caching.causal_timing([512, 2048], [1.0, m], [1.0, 0.625]) == CAUSAL.format(m=m) + end
+
+
+def test_time_causal_runs(tiny):
+    r = caching.time_causal(tiny_setup(tiny), lengths=(8, 600), rounds=1)
+    assert r.device == "cpu" and r.lengths == [8, 600] and all(t > 0 for t in r.causal_s + r.full_s)
+    # The CPU kernel's one key tile of 512 holds every key of 8; at 600, 64-query tiles read one or two.
+    assert r.predicted[0] == 1.0 and r.predicted[1] == caching.tiled_pairs(600, 64, 512) / 600 ** 2 < 1
+    assert r.table().data.shape == (2, 6) and r.numbers()["ct_text"].startswith("Told is_causal, the kernel here")
+    as_json(r)

@@ -170,3 +170,21 @@ def kernel_count(tiled: int, full: int, causal: int) -> str:
     return (f"The attention kernel that ran here skipped the key tiles above the diagonal: it computed "
             f"{100 * tiled / full:.0f} % of the full square's pairs, where the causal half is "
             f"{100 * causal / full:.0f} %")
+
+
+CAUSAL_MARGIN = 0.15  # how far a measured causal ÷ full time may sit from the tiles' ratio and still match it
+
+
+def causal_timing(lengths: list[int], measured: list[float], predicted: list[float]) -> str:
+    """What telling the attention kernel `is_causal` saved at each length (`measured`: causal ÷ full time)
+    against what its tiles predict (`predicted`: tiled pairs ÷ S²), within CAUSAL_MARGIN or not."""
+    said = "Told is_causal, the kernel here took " + ", and ".join(
+        f"{m:.2f} of the unmasked call's time at {S:,d} tokens (its tiles predict {p:.2f})"
+        for S, m, p in zip(lengths, measured, predicted))
+    if all(abs(m - p) <= CAUSAL_MARGIN for m, p in zip(measured, predicted)):
+        return f"{said}. The tiles it skips account for the time it saved"
+    if any(m > p + CAUSAL_MARGIN for m, p in zip(measured, predicted)):
+        return (f"{said}. It saved less than the skipped tiles predict: part of a call's time may not go with the "
+                "pairs it scores (reading q, k and v, a fixed cost per call); timing longer calls would tell")
+    return (f"{said}. It saved more than the skipped tiles predict: the pairs it scores do not alone set a "
+            "call's time")
