@@ -5,8 +5,9 @@ Pure Python (no torch). Each pair costs 4·head_dim FLOPs per head per layer (q�
 so a pass's attention is 4·q_dim·n_layers FLOPs per pair, as in `cost.attention_flops`.
 
     full    S² pairs: every query scores every key. What PyTorch's "math" attention computes (the whole score
-            matrix, then the mask), and what FlopCounterMode counts for every attention kernel (its formula for
-            the fused kernels leaves is_causal out: torch/utils/flop_counter.py, `sdpa_flop`).
+            matrix, then the mask), and so what FlopCounterMode counts under `profiling.count_flops`; its
+            formula for the fused CUDA kernels leaves is_causal out too (torch/utils/flop_counter.py,
+            `sdpa_flop`), and it sees the fused CPU kernel as 0 FLOPs.
     causal  S(S+1)/2 pairs: query i scores keys 0..i. The work causal attention needs.
     tiled   what a fused kernel told `is_causal` computes. It works in tiles of q_block queries by k_block
             keys and skips every key tile that lies wholly above the diagonal, so it computes the causal
