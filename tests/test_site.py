@@ -43,7 +43,7 @@ TABLES = {  # 5 and 6: the GPU box's table too
     "01_dependency_chain": 6,
     "02_prefill_cost": 6,
     "03_decode_intensity": 11,
-    "04_naive_vs_cached": 7,
+    "04_naive_vs_cached": 8,
     "05_step_anatomy": 12,
     "06_metrics": 15,
     "reference_runs": 7,

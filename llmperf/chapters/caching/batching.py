@@ -22,6 +22,7 @@ from ...cost import OpCost
 from ...profiling import forward_fn
 from ...timing import bench_interleaved
 from ..setup import Setup
+from .attention import pass_attention_flops
 from .claims import batch_gain
 
 BATCHES = (1, 2, 4)  # the batches timed on this machine: small, so that the naive passes stay cheap on a CPU
@@ -29,21 +30,23 @@ PREDICTED_BATCHES = (1, 2, 4, 8, 16, 32, 64)  # the cost model's sweep, Llama-3-
 LLAMA_POSITION = 1024  # tokens per sequence in the prediction: the 512 + 512 generation's last step
 
 
-def step_parts(cfg, position: int, batch: int = 1, cached: bool = True, bytes_per_param: int = 2
-               ) -> dict[str, OpCost]:
+def step_parts(cfg, position: int, batch: int = 1, cached: bool = True, bytes_per_param: int = 2,
+               device: str | None = None) -> dict[str, OpCost]:
     """The step that yields token position + 1 of each of `batch` sequences of `position` tokens, as the parts
     that meet the roofline separately ({"weights": ..., "attention": ...}, as `cost.decode_parts`).
 
     cached: a decode step attending to `position` positions, the new token's included (`cost.decode_parts`).
     naive: a full pass over every sequence's `position` tokens, logits for the last one only, the weights read
-    once for the batch, full attention and no cache (at batch 1, `cost.generation_passes`'s naive pass)."""
+    once for the batch, no cache, and attention as `device`'s kernel computes it (`attention.kernel_tiles`;
+    None: the full S×S square, `cost.generation_passes`'s naive pass at batch 1)."""
     cfg = cost.get_config(cfg)
     if cached:
         return cost.decode_parts(cfg, position, batch, bytes_per_param)
     flops = cost.prefill_flops(cfg, position, batch, attention="full", logits_for=1)
+    attention = flops.attention if device is None else batch * pass_attention_flops(cfg, position, "tiled", device)
     weights = cost.decode_bytes(cfg, 1, 1, bytes_per_param).weights
     return {"weights": OpCost("weights", flops.matmul, weights, 1),
-            "attention": OpCost("attention", flops.attention, 0, 1)}
+            "attention": OpCost("attention", attention, 0, 1)}
 
 
 @dataclass(frozen=True)
@@ -132,15 +135,17 @@ class BatchSteps:
             assert cached >= 0.9 * naive, f"the naive loop gained more from batching: {naive:.2f} against {cached:.2f}"
 
 
-def _predict(cfg, position: int, batches, hw: hardware.Accelerator, bytes_per_param: int) -> dict[str, object]:
-    """The roofline's times of both loops' steps at each batch on `hw`, and the naive step at batch 1 split."""
-    naive_1 = step_parts(cfg, position, 1, cached=False, bytes_per_param=bytes_per_param)
+def _predict(cfg, position: int, batches, hw: hardware.Accelerator, bytes_per_param: int, device: str
+             ) -> dict[str, object]:
+    """The roofline's times of both loops' steps at each batch on `hw` (a `device`), and the naive step at
+    batch 1 split."""
+    naive_1 = step_parts(cfg, position, 1, cached=False, bytes_per_param=bytes_per_param, device=device)
     return dict(
         position=position, bytes_per_param=bytes_per_param, batches=list(batches),
         cached_pred_s=[hardware.roofline_time_in_parts(step_parts(cfg, position, b, True, bytes_per_param), hw)
                        for b in batches],
-        naive_pred_s=[hardware.roofline_time_in_parts(step_parts(cfg, position, b, False, bytes_per_param), hw)
-                      for b in batches],
+        naive_pred_s=[hardware.roofline_time_in_parts(step_parts(cfg, position, b, False, bytes_per_param, device),
+                                                      hw) for b in batches],
         naive_arithmetic_s=naive_1["weights"].flops / hw.flops, naive_stream_s=naive_1["weights"].bytes / hw.bandwidth)
 
 
@@ -149,7 +154,7 @@ def predicted_batch_steps(model: str = "llama-3-8b", device: str = "H100 SXM", p
     """Both loops' steps of `model` (2-byte weights) at each batch, on the table's `device`: the cost model only."""
     cfg = cost.get_config(model)
     hw = hardware.ACCELERATORS[device]
-    return BatchSteps(model=cfg.name, device=device, **_predict(cfg, position, batches, hw, 2))
+    return BatchSteps(model=cfg.name, device=device, **_predict(cfg, position, batches, hw, 2, "cuda"))
 
 
 def batch_steps(s: Setup, here: hardware.Accelerator, batches=BATCHES, position: int | None = None,
@@ -164,6 +169,6 @@ def batch_steps(s: Setup, here: hardware.Accelerator, batches=BATCHES, position:
     timings = bench_interleaved(steps, rounds=rounds or s.sizes.repeat, device=s.device,
                                 desc="one step of each loop, batch sweep")
     return BatchSteps(model=s.model.cfg.name, device=f"{s.device.type}, {here.name}",
-                      **_predict(s.model.cfg, position, batches, here, s.dtype.itemsize),
+                      **_predict(s.model.cfg, position, batches, here, s.dtype.itemsize, s.device.type),
                       cached_s=[timings["cached", b].median for b in batches],
                       naive_s=[timings["naive", b].median for b in batches])

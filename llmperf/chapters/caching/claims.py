@@ -13,9 +13,11 @@ def naive_gap(measured: float, predicted: float) -> str:
     """The naive loop's time over the cached loop's, measured, against the roofline's prediction."""
     if measured < 1.1 and predicted >= 1.1:
         return (f"about as long as the cached one ({measured:.2f} times), though the roofline predicts "
-                f"{predicted:.1f}. On this device a long pass cost about what a one-token step did: both sat "
-                "on a floor set by the fixed cost of dispatching each of a pass's ops (chapter 5), and the "
-                "naive loop's extra arithmetic hid beneath it")
+                f"{predicted:.1f}. On this device a long pass cost about what a one-token step did. One "
+                "explanation is a floor that does not grow with the tokens, such as the fixed cost of "
+                "dispatching each of a pass's ops (chapter 5), with the naive loop's extra arithmetic hidden "
+                "beneath it. Timing one pass at a few lengths would test it: on such a floor the time stays "
+                "flat as the pass grows")
     said = f"{measured:.1f} times as long as the cached one; the roofline predicts {predicted:.1f}"
     if abs(measured / predicted - 1) <= 0.25:
         return f"{said}, close to what was measured"
@@ -144,13 +146,45 @@ def crossover_window(crossover: int, window: int) -> str:
 
 def formula_side(exact: list[float], formula: list[float]) -> str:
     """Where the exact naive ÷ cached FLOPs sit against the weight-products-only formula, over the exercise's
-    lengths: the LM head (once per pass in both loops) pulls the ratio down, attention pushes it up."""
+    lengths. The LM head (once per pass in both loops) pulls the ratio down; attention pushes it up only by its
+    net share: the naive loop's attention adds to the numerator, the cached loop's own to the denominator."""
     below = [e < f for e, f in zip(exact, formula)]
+    net = ("net attention (the naive loop's attention in the numerator, less the cached loop's own in the "
+           "denominator)")
     if all(below):
-        return ("The exact ratio sits below the formula at every length, so over these lengths the LM head weighs "
-                "more than attention")
+        return (f"The exact ratio sits below the formula at every length, so over these lengths the LM head "
+                f"weighs more than {net}")
     if not any(below):
-        return ("The exact ratio sits above the formula at every length, so over these lengths attention weighs "
-                "more than the LM head")
-    return ("The exact ratio sits below the formula at some lengths and above it at others: the LM head weighs "
-            "more in short generations, attention, which grows faster, in long ones")
+        return (f"The exact ratio sits above the formula at every length, so over these lengths {net} weighs more "
+                "than the LM head")
+    return (f"The exact ratio sits below the formula at some lengths and above it at others: the LM head weighs "
+            f"more in short generations, {net}, which grows faster, in long ones")
+
+
+def kernel_count(tiled: int, full: int, causal: int) -> str:
+    """Which attention count matches the kernel that ran a generation's full passes here: `tiled` (the pairs it
+    computed, `attention.tiled_pairs` summed), against the `full` square's and the `causal` half's."""
+    if tiled >= full:
+        return ("At these lengths the attention that ran here computed the whole square of every pass, so the "
+                "full count is the one that ran")
+    return (f"The attention kernel that ran here skipped the key tiles above the diagonal: it computed "
+            f"{100 * tiled / full:.0f} % of the full square's pairs, where the causal half is "
+            f"{100 * causal / full:.0f} %")
+
+
+CAUSAL_MARGIN = 0.15  # how far a measured causal ÷ full time may sit from the tiles' ratio and still match it
+
+
+def causal_timing(lengths: list[int], measured: list[float], predicted: list[float]) -> str:
+    """What telling the attention kernel `is_causal` saved at each length (`measured`: causal ÷ full time)
+    against what its tiles predict (`predicted`: tiled pairs ÷ S²), within CAUSAL_MARGIN or not."""
+    said = "Told is_causal, the kernel here took " + ", and ".join(
+        f"{m:.2f} of the unmasked call's time at {S:,d} tokens (its tiles predict {p:.2f})"
+        for S, m, p in zip(lengths, measured, predicted))
+    if all(abs(m - p) <= CAUSAL_MARGIN for m, p in zip(measured, predicted)):
+        return f"{said}. The tiles it skips account for the time it saved"
+    if any(m > p + CAUSAL_MARGIN for m, p in zip(measured, predicted)):
+        return (f"{said}. It saved less than the skipped tiles predict: part of a call's time may not go with the "
+                "pairs it scores (reading q, k and v, a fixed cost per call); timing longer calls would tell")
+    return (f"{said}. It saved more than the skipped tiles predict: the pairs it scores do not alone set a "
+            "call's time")

@@ -15,11 +15,9 @@ import pandas as pd
 from ...book import Collapsed
 from ...cost import GenerationCost
 from ...fit import Fit, linear_fit
-from ...hardware import ACCELERATORS, Accelerator
-from .claims import crossover_window, gap_by_device, gpu_cores, naive_gap, step_slopes
-
-T = 1e12  # tera: the 512 + 512 table's TFLOP and TB
-H100_PEAK = ACCELERATORS["H100 SXM"].flops
+from ...hardware import Accelerator
+from .claims import crossover_window, kernel_count, naive_gap, step_slopes
+from .quoted import GpuShare, QuotedLoop, QuotedTable  # noqa: F401  (records of the 512 + 512 table)
 
 
 @dataclass(frozen=True)
@@ -128,12 +126,17 @@ class FlopCheck:
 
 @dataclass(frozen=True)
 class LoopRun:
-    """One loop over a whole generation: its cost-model totals, its roofline time on this machine (pass by
-    pass, part by part), and the fastest of its timed runs."""
+    """One loop over a whole generation: its cost-model totals (attention as the full S×S square, what
+    FlopCounterMode counts), its roofline time on this machine (pass by pass, part by part, attention as the
+    kernel that ran computes it), and the fastest of its timed runs. `attention_run` and `attention_causal`:
+    the generation's attention FLOPs as that kernel computes them and as causal attention needs them
+    (`attention.counted_passes`)."""
 
     total: GenerationCost
     roofline_s: float
     measured_s: float
+    attention_run: int
+    attention_causal: int
 
 
 @dataclass(frozen=True)
@@ -165,12 +168,12 @@ class Generation:
 
     def table(self):
         rows = [{"loop": name, "passes": r.total.passes, "matmul (GFLOP)": r.total.matmul_flops / 1e9,
-                 "attention (GFLOP)": r.total.attention_flops / 1e9, "weights (GB)": r.total.weight_bytes / 1e9,
+                 "attention, as run (GFLOP)": r.attention_run / 1e9, "weights (GB)": r.total.weight_bytes / 1e9,
                  "KV cache (MB)": r.total.kv_bytes / 1e6, "roofline (s)": r.roofline_s, "measured (s)": r.measured_s}
                 for name, r in (("naive", self.naive), ("cached", self.cached))]
         caption = f"{self.model}, {self.prompt}-token prompt, {self.new_tokens} new tokens, {self.dtype}"
         return (pd.DataFrame(rows).style.format(
-            {"matmul (GFLOP)": "{:.1f}", "attention (GFLOP)": "{:.2f}", "weights (GB)": "{:.2f}",
+            {"matmul (GFLOP)": "{:.1f}", "attention, as run (GFLOP)": "{:.2f}", "weights (GB)": "{:.2f}",
              "KV cache (MB)": "{:.1f}", "roofline (s)": "{:.2f}", "measured (s)": "{:.2f}"})
             .hide(axis="index").set_caption(caption))
 
@@ -178,6 +181,8 @@ class Generation:
         return {"P": self.prompt, "n_gen": self.new_tokens, "smol_flop_ratio": self.flop_ratio,
                 "smol_weights_gb": self.naive.total.weight_bytes / 1e9,
                 "naive_gap_text": naive_gap(self.meas_ratio, self.pred_ratio),
+                "attn_run_text": kernel_count(self.naive.attention_run, self.naive.total.attention_flops,
+                                              self.naive.attention_causal),
                 "meas_ratio": self.meas_ratio, "pred_ratio": self.pred_ratio}
 
     def check(self) -> None:
@@ -187,97 +192,19 @@ class Generation:
 
 
 @dataclass(frozen=True)
-class QuotedLoop:
-    """One loop of the 512 + 512 table: totals in the source notes' conventions and exact, and its roofline
-    time on an H100 SXM and on this machine at its 2-byte matmul rate."""
-
-    estimate: GenerationCost
-    exact: GenerationCost
-    h100_s: float
-    here_s: float
-
-
-@dataclass(frozen=True)
-class GpuShare:
-    """The share of its datasheet peak that a committed GPU reference's bfloat16 matmul probe reached, and the
-    H100's naive ÷ cached roofline ratio with its peak lowered to that share."""
-
-    label: str  # the reference, as reference.compare names it
-    device: str  # its device, as the driver names it
-    same_peak: bool  # whether its datasheet peak is the H100 SXM's (the same tensor cores)
-    efficiency: float  # probe ÷ datasheet peak
-    h100_ratio: float
-
-
-@dataclass(frozen=True)
-class QuotedTable:
-    """The table the source notes announce and leave out: Llama-3-8B, 2-byte weights."""
-
-    model: str
-    prompt: int
-    new_tokens: int
-    here_ridge: float  # FLOP/byte, at this machine's bfloat16 matmul rate
-    h100_ridge: float
-    naive: QuotedLoop
-    cached: QuotedLoop
-    gpu: GpuShare
-
-    @property
-    def h100_ratio(self) -> float:
-        return self.naive.h100_s / self.cached.h100_s
-
-    @property
-    def here_ratio(self) -> float:
-        return self.naive.here_s / self.cached.here_s
-
-    def table(self):
-        rows = [{"loop": name, "matmul, 2·N (TFLOP)": r.estimate.matmul_flops / T,
-                 "matmul, exact (TFLOP)": r.exact.matmul_flops / T,
-                 "attention, full (TFLOP)": r.estimate.attention_flops / T,
-                 "attention, exact (TFLOP)": r.exact.attention_flops / T, "weights (TB)": r.exact.weight_bytes / T,
-                 "H100 SXM (s)": r.h100_s, "this machine (s)": r.here_s}
-                for name, r in (("naive", self.naive), ("cached", self.cached))]
-        caption = f"Llama-3-8B, {self.prompt}-token prompt + {self.new_tokens} new tokens, 2-byte weights"
-        return (pd.DataFrame(rows).style.format(
-            {"matmul, 2·N (TFLOP)": "{:,.1f}", "matmul, exact (TFLOP)": "{:,.1f}", "attention, full (TFLOP)": "{:.2f}",
-             "attention, exact (TFLOP)": "{:.2f}", "weights (TB)": "{:.2f}", "H100 SXM (s)": "{:.2f}",
-             "this machine (s)": "{:,.0f}"}).hide(axis="index").set_caption(caption))
-
-    def numbers(self) -> dict[str, object]:
-        return {"l8_naive_tflop": self.naive.estimate.matmul_flops / T,
-                "l8_cached_tflop": self.cached.estimate.matmul_flops / T,
-                "l8_naive_attn": self.naive.estimate.attention_flops / T,
-                "l8_cached_attn": self.cached.estimate.attention_flops / T,
-                "l8_weights_tb": self.naive.exact.weight_bytes / T,
-                "l8_flop_ratio": self.naive.exact.flops / self.cached.exact.flops,
-                "h100_naive_s": self.naive.h100_s, "h100_cached_s": self.cached.h100_s, "h100_ratio": self.h100_ratio,
-                "device_gap_text": gap_by_device(self.here_ratio, self.here_ridge, self.h100_ratio, self.h100_ridge),
-                "gpu_eff_pct": 100 * self.gpu.efficiency,
-                "h100_real_ratio": self.gpu.h100_ratio, "h100_ridge": self.h100_ridge,
-                "h100_peak_tflops": H100_PEAK / T,
-                "gpu_cores_text": gpu_cores(self.gpu.device, self.gpu.same_peak)}
-
-    def check(self) -> None:
-        """The source notes' 512 + 512 figures, and the same weight bytes for both loops."""
-        naive, cached = self.naive, self.cached
-        assert round(naive.estimate.matmul_flops / T) == 6311 and round(cached.estimate.matmul_flops / T, 1) == 16.4, \
-            (naive.estimate, cached.estimate)
-        assert (round(naive.estimate.attention_flops / T) == 164
-                and round(cached.estimate.attention_flops / T, 2) == 0.34), (naive.estimate, cached.estimate)
-        assert naive.exact.weight_bytes == cached.exact.weight_bytes, (naive.exact, cached.exact)
-
-
-@dataclass(frozen=True)
 class CrossoverCurve:
     """A naive generation's FLOPs from a one-token prompt, summed over its passes, against tokens generated
-    (exact forms; the model's context limit lifted), and where attention reaches the weight products."""
+    (exact weight products; causal attention, what a fused kernel runs at these lengths; the model's context
+    limit lifted), and where attention reaches the weight products: counted causal (`crossover`) and, for
+    comparison, as the full S×S square (`full_crossover`, `cost.naive_attention_crossover`)."""
 
     model: str
-    crossover: int  # cost.naive_attention_crossover
+    crossover: int  # attention.causal_crossover
     window: int  # the model's context window (tokens), which the curve's lengths may pass
     new_tokens: list[int]
     matmul_flops: list[int]
-    attention_flops: list[int]
+    attention_flops: list[int]  # causal
+    full_crossover: int | None = None
 
 
 CROSSOVER_NAMES = {"llama-3-8b": "l8_naive_cross", "smollm2-135m": "smol_naive_cross"}  # glue names
@@ -294,4 +221,5 @@ class Crossovers:
         for c in self.curves:
             name = CROSSOVER_NAMES.get(c.model, f"{c.model}_naive_cross")
             out[name], out[f"{name}_text"] = c.crossover, crossover_window(c.crossover, c.window)
+            out[f"{name}_full"] = c.full_crossover
         return out

@@ -1,7 +1,8 @@
 """Chapter 4's account of what the naive loop wastes, by arithmetic alone: for each loop over a whole generation,
 the time its weight products' FLOPs, its attention's FLOPs and its bytes would each take on a device (FLOPs ÷ the
 peak, bytes ÷ the bandwidth, summed over the passes of `cost.generation_passes`), beside the roofline time of
-its passes (`hardware.roofline_time_of_passes`, each pass part by part).
+its passes (`hardware.roofline_time_of_passes`, each pass part by part). Attention is counted as the kernel on
+the device computes it (`attention.counted_passes`, "tiled").
 
 Both loops read the weights once per pass, so their streaming times are equal: whatever the naive loop adds
 must come from its arithmetic.
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ... import cost, hardware
+from .attention import attention_total, counted_passes
 from .claims import dominant_waste
 
 
@@ -30,11 +32,12 @@ class LoopAccount:
 
 
 def loop_account(cfg, prompt: int, new_tokens: int, cached: bool, hw: hardware.Accelerator,
-                 bytes_per_param: int = 2) -> LoopAccount:
-    """Account for one loop's generation of `new_tokens` after `prompt` tokens on `hw` (exact FLOP forms)."""
-    passes = cost.generation_passes(cfg, prompt, new_tokens, cached, bytes_per_param=bytes_per_param)
+                 bytes_per_param: int = 2, device: str = "cuda") -> LoopAccount:
+    """Account for one loop's generation of `new_tokens` after `prompt` tokens on `hw`, a `device` ("cuda",
+    "cpu", ...): exact weight products, attention as that device's kernel computes it."""
+    passes = counted_passes(cfg, prompt, new_tokens, cached, "tiled", device, bytes_per_param)
     total = cost.generation_cost(cfg, prompt, new_tokens, cached, bytes_per_param=bytes_per_param)
-    return LoopAccount(total.matmul_flops / hw.flops, total.attention_flops / hw.flops,
+    return LoopAccount(total.matmul_flops / hw.flops, attention_total(passes) / hw.flops,
                        total.weight_bytes / hw.bandwidth, total.kv_bytes / hw.bandwidth,
                        hardware.roofline_time_of_passes(passes, hw))
 
@@ -55,11 +58,12 @@ class WasteAccount:
 
 
 def waste_account(model, prompt: int, new_tokens: int, hw: hardware.Accelerator, bytes_per_param: int = 2,
-                  label: str | None = None) -> WasteAccount:
-    """Both loops' accounts for `model` (a name or config), `prompt` + `new_tokens`, on `hw`."""
+                  label: str | None = None, device: str = "cuda") -> WasteAccount:
+    """Both loops' accounts for `model` (a name or config), `prompt` + `new_tokens`, on `hw` (a `device`)."""
     cfg = cost.get_config(model)
     label = label or f"{cfg.name}, {prompt} + {new_tokens} tokens, {hw.name}"
-    return WasteAccount(label, *(loop_account(cfg, prompt, new_tokens, c, hw, bytes_per_param) for c in (False, True)))
+    return WasteAccount(label, *(loop_account(cfg, prompt, new_tokens, c, hw, bytes_per_param, device)
+                                 for c in (False, True)))
 
 
 @dataclass(frozen=True)
@@ -93,4 +97,5 @@ def wastes(generation, cfg) -> Wastes:
     g = generation
     return Wastes(waste_account("llama-3-8b", 512, 512, hardware.ACCELERATORS["H100 SXM"]),
                   waste_account(cfg, g.prompt, g.new_tokens, g.here, g.bytes_per_param,
-                                label=f"{g.model}, {g.prompt} + {g.new_tokens} tokens, this machine ({g.dtype})"))
+                                label=f"{g.model}, {g.prompt} + {g.new_tokens} tokens, this machine ({g.dtype})",
+                                device=g.device))
