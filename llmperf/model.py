@@ -94,8 +94,10 @@ def attend(q, k, v, mask):
 
     PyTorch's fused kernel does the work. A square mask (S = T) can only come
     from positions 0..S-1, so it is the plain causal mask: the kernel is then told
-    `is_causal`, which lets it skip the masked half of the score matrix instead of
-    computing it and throwing it away. (`torch.utils.flop_counter` counts this
+    `is_causal`, which lets a fused kernel skip the tiles of the score matrix that lie
+    wholly above the diagonal instead of computing them and throwing them away
+    (PyTorch's CPU kernel works in tiles of 512 keys, so below 512 tokens it skips
+    nothing; `llmperf.chapters.caching` counts the tiles). (`torch.utils.flop_counter` counts this
     kernel as 0 FLOPs on a CPU; `llmperf.profiling.count_flops` runs PyTorch's
     "math" form of it instead, whose two matmuls it can count.)
     """
