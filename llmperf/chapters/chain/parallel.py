@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 from ... import cost, hardware
 
-# NVLink 4 on an H100 SXM: 18 links, 900 GB/s per GPU both directions together, so 450 GB/s each way
-# (NVIDIA's H100 datasheet; the scaling book, Austin et al. 2025, uses the same figure).
+# NVLink 4 on an H100 SXM: 18 links, 900 GB/s per GPU both directions together (NVIDIA's H100 datasheet), so
+# 450 GB/s each way. The chapter cites the scaling book (Austin et al. 2025) for it.
 H100_NVLINK_ONE_WAY = 450e9  # bytes/s
 # A small all-reduce's fixed cost (launch, synchronisation, one hop): an assumption for the exercise, not a
 # measurement. The break-even latency below needs no such assumption.
