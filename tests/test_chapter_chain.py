@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from llmperf import cost, hardware
+from llmperf.generation import generate
 from llmperf.chapters import chain
 from tests.prose import check_glued_once
 
@@ -228,10 +229,153 @@ def test_every_glued_name_of_the_chapter_comes_from_a_record():
                                            "one step, batch 2": dict(one, tokens=2),
                                            "one pass over 2 new tokens": dict(one, tokens=2)}, 2e9)
     links = chain.ChainLinks("p", [1, 2], ["a", "b"], ["b", "c"], 3, 1000)
+    loop = chain.LoopCheck(4, [1, 2, 3], [1, 2, 3], [0.01, 0.012], 0.011)
     parts = [{"device": "cpu", "dtype": "float32"}, links.numbers(), chain.kv_primer().numbers(),
-             chain.Ingredients(8, 0.1, 0.02).numbers(), line.numbers(),
-             chain.SameFlops(4, 10, 12, 10, 12, 0.01, 0.05).numbers(), ways.numbers(),
-             chain.exercise_numbers(line, ways)]
+             loop.numbers(), chain.Ingredients(8, 0.1, 0.02).numbers(), line.numbers(),
+             chain.SameFlops(4, 10, 12, 10, 12, 0.01, 0.05).numbers(), ways.numbers(), speculation_run().numbers(),
+             chain.exercise_numbers(line, ways), chain.tensor_parallel().numbers()]
     check_glued_once(parts, NOTEBOOK, unread_allowed={"device"})
     cells = json.loads(NOTEBOOK.read_text())["cells"]
     assert any("(kv-cache-primer)=" in "".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+
+
+# --- the greedy loop written out, and its check ---------------------------------------------------
+
+def test_the_timed_loop_is_generate_with_a_clock(small):
+    prompt = list(range(3, 11))
+    tokens, seconds = chain.timed_greedy(small.model, prompt, 6)
+    assert tokens == generate(small.model, prompt, 6).tolist()
+    assert len(seconds) == 5 and all(t > 0 for t in seconds)  # one timed pass per token after the first
+    check = chain.check_loop(small, prompt, tokens, seconds, rounds=2)
+    # (the tiny model's sub-millisecond passes, the first of them cold, say nothing about the timing margin)
+    dataclasses.replace(check, pass_seconds=[check.tpot] * 5).check()
+    assert check.reference == tokens and check.tpot > 0
+    n = check.numbers()
+    assert n["loop_tokens"] == 6 and n["loop_passes"] == 5 and n["loop_ratio"] == pytest.approx(
+        n["loop_pass_ms"] / n["loop_tpot_ms"])
+    serialisable(check)
+    with pytest.raises(ValueError, match="6 tokens come from a prefill and 5 decode passes"):
+        chain.check_loop(small, prompt, tokens, seconds[:-1])
+
+
+def test_the_loop_check_both_ways():
+    ok = chain.LoopCheck(4, [1, 2, 3], [1, 2, 3], [0.01, 0.012], 0.011)
+    ok.check()
+    with pytest.raises(AssertionError, match="tokens differ"):
+        dataclasses.replace(ok, reference=[1, 2, 4]).check()
+    dataclasses.replace(ok, tpot=0.0055).check()  # the median pass at exactly the margin: 2.0x
+    with pytest.raises(AssertionError, match="2.20x the package's TPOT"):
+        dataclasses.replace(ok, tpot=0.005).check()
+    with pytest.raises(AssertionError, match="0.44x the package's TPOT"):
+        dataclasses.replace(ok, tpot=0.025).check()
+
+
+# --- speculative decoding ---------------------------------------------------------------------
+
+def speculation_run(**changes):
+    """A run of 10 tokens: a first pass that drafts nothing, a whole draft of 4, a draft of 4 rejected at its
+    second token, a last pass of 1 plain token; plain steps of 10 ms."""
+    from llmperf.speculative import Pass, Speculation
+
+    spec = Speculation(list(range(10)), 4, 3, [Pass(0, 0, 0.010), Pass(4, 4, 0.012, 1e-5), Pass(4, 1, 0.012, 1e-5),
+                                              Pass(0, 0, 0.010)])
+    run = chain.SpeculationRun("task", 20, 10, spec, [0.01] * 9, [0.10, 0.09], [0.05, 0.06], list(range(10)),
+                               list(range(10)))
+    return dataclasses.replace(run, **changes)
+
+
+def test_a_speculation_run_holds_every_number_the_chapter_shows():
+    run = speculation_run()
+    run.check()
+    n = run.numbers()
+    assert n["spec_passes"] == 4 and n["spec_plain_passes"] == 9 and n["spec_nodraft"] == 2
+    assert n["spec_drafted"] == 8 and n["spec_accepted"] == 5 and n["spec_alpha"] == 5 / 8
+    assert n["spec_tpp"] == 2.25  # 9 tokens after the first, in 4 passes
+    assert n["spec_E_k"] == pytest.approx((1 - (5 / 8) ** 5) / (3 / 8))
+    assert n["spec_E_own"] == pytest.approx((1 + 1 + 2 * n["spec_E_k"]) / 4)
+    assert n["spec_speedup"] == pytest.approx(0.09 / 0.05)
+    assert run.pass_cost == pytest.approx(0.011 / 0.01) and n["spec_draft_cost_pct"] == pytest.approx(
+        100 * 2e-5 / 8 / 0.01)
+    assert n["spec_decode_speedup"] == pytest.approx(2.25 / 1.1)
+    assert run.whole_share == 0.5 and run.whole_share_iid == pytest.approx((5 / 8) ** 4)
+    assert "faster than plain greedy decoding" in n["spec_speed_text"]
+    assert list(run.table().data["tokens"]) == [1, 5, 2, 1]
+    serialisable(run)
+
+
+def test_a_speculation_run_checks_both_ways():
+    run = speculation_run()
+    with pytest.raises(AssertionError, match="changed the tokens"):
+        dataclasses.replace(run, reference=list(range(1, 11))).check()
+    with pytest.raises(AssertionError, match="timed plain loop"):
+        dataclasses.replace(run, plain=list(range(1, 11))).check()
+    with pytest.raises(AssertionError, match="emitted 9 tokens after the first, not 8"):
+        dataclasses.replace(run, n_new=9).check()
+    run.check_shown(list(range(10)), [(0, 0), (4, 4), (4, 1), (0, 0)])
+    with pytest.raises(AssertionError, match="verify loop's tokens"):
+        run.check_shown(list(range(1, 11)), [(0, 0), (4, 4), (4, 1), (0, 0)])
+    with pytest.raises(AssertionError, match="passes"):
+        run.check_shown(list(range(10)), [(0, 0), (4, 4), (4, 2), (0, 0)])
+
+
+def test_speculation_measured_on_smollm2(smollm2):
+    s = setup_of(*smollm2)
+    run = chain.measure_speculation(s, n_new=12, k=4, rounds=1)
+    run.check()
+    assert run.prompt_len == len(smollm2[1].encode_chat(chain.COPY_TASK)) and len(run.t_spec) == 1
+    assert run.spec.alpha > 0.5 and len(run.spec.passes) < 11  # the answer copies its prompt
+    assert set(run.numbers()) >= {"spec_tpp", "spec_alpha", "spec_E_k", "spec_speedup", "spec_speed_text"}
+    serialisable(run)
+
+
+@pytest.mark.parametrize("measured, expected, whole, whole_iid, words", [
+    (4.0, 3.8, 0.5, 0.4, "within 10 % of the model's 3.80"),
+    (4.39, 4.0, 0.5, 0.4, "within 10 %"),  # just under 10 % above: still close
+    (4.41, 4.0, 0.5, 0.4, "more than the model"),  # just over it
+    (5.6, 4.0, 0.8, 0.35, "Acceptances came in runs: 80 % of the drafts were accepted whole, against the 35 %"),
+    (5.6, 4.0, 0.3, 0.35, "the excess lies in drafts accepted in part"),
+    (3.0, 4.0, 0.2, 0.35, "Rejections were spread through the drafts rather than bunched"),
+    (3.0, 4.0, 0.5, 0.35, "the shortfall lies in drafts rejected early"),
+])
+def test_formula_fit_has_a_sentence_for_every_gap(measured, expected, whole, whole_iid, words):
+    text = chain.formula_fit(measured, expected, whole, whole_iid)
+    assert words in text and f"{measured:.2f} tokens each" in text
+    if measured / expected > 1.1:
+        assert "more than the model's" in text
+    elif measured / expected < 0.9:
+        assert "fewer than the model's" in text
+
+
+@pytest.mark.parametrize("t_plain, t_spec, words", [
+    (1.0, 0.4, "2.5 times faster than plain greedy decoding. Each of its passes yielded 3.00 tokens"),
+    (1.0, 0.97, "about as fast as plain greedy decoding"),
+    (1.0, 1.04, "about as fast as plain greedy decoding"),
+    (1.0, 1.3, "1.30 times slower than plain greedy decoding"),
+])
+def test_speculation_speed_has_a_sentence_for_every_outcome(t_plain, t_spec, words):
+    text = chain.speculation_speed(t_plain, t_spec, 3.0, 1.2)
+    assert words in text and "cost 1.20 plain decode steps" in text
+    assert ("saved more passes" in text) == (t_plain / t_spec > 1.05)
+    assert ("verifying cost more" in text) == (t_spec / t_plain > 1.05)
+
+
+# --- tensor parallelism's price ---------------------------------------------------------------
+
+def test_tensor_parallelism_pays_two_allreduces_per_layer():
+    tp = chain.tensor_parallel()  # Llama-3-8B, bf16, two H100s at batch 1
+    step = cost.decode_bytes("llama-3-8b", 1024, 1, 2).total
+    assert tp.t_one == pytest.approx(step / 3.35e12) and tp.t_read_split == pytest.approx(tp.t_one / 2)
+    assert tp.allreduces == 64 and tp.message_bytes == 4096 * 2  # one d_model vector in bf16
+    assert tp.t_allreduce_bytes == pytest.approx(8192 / 450e9)  # a ring of two: 2(n - 1)/n = 1
+    assert tp.t_split == pytest.approx(tp.t_one / 2 + 64 * (10e-6 + 8192 / 450e9))
+    assert 1 < tp.t_one / tp.t_split < 2  # the all-reduces take back part of the halving
+    # at the break-even latency two GPUs are exactly as fast as one
+    even = dataclasses.replace(tp, latency=tp.break_even_latency)
+    assert even.t_split == pytest.approx(even.t_one)
+    four = chain.tensor_parallel(n=4, batch=64)
+    assert four.t_allreduce_bytes == pytest.approx(1.5 * 64 * 8192 / 450e9)
+    n = tp.numbers()
+    assert n["tp_d"] == 4096 and n["tp_speedup"] == pytest.approx(tp.t_one / tp.t_split)
+    assert n["tp_link_both_gbs"] == 900 and 30 < n["tp_break_even_us"] < 40
+    with pytest.raises(ValueError, match="2 or more devices"):
+        chain.tensor_parallel(n=1)

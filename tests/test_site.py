@@ -40,7 +40,7 @@ SKIP_PAGES = {"genindex.html", "search.html"}  # Sphinx's generated index and se
 # The HTML tables in each chapter's cell outputs: every table a chapter shows is a DataFrame (or its Styler),
 # which MyST-NB renders as a real table.
 TABLES = {  # 5 and 6: the GPU box's table too
-    "01_dependency_chain": 6,
+    "01_dependency_chain": 7,
     "02_prefill_cost": 6,
     "03_decode_intensity": 11,
     "04_naive_vs_cached": 8,

@@ -13,15 +13,23 @@ shows, the sentences chosen from them, and the check its last cell asserts:
   same matmul FLOPs by the cost model's count (`SameFlops`);
 - `measure_ways_out`: one pass each of the three ways out, a cheaper pass
   (the other dtype), more per pass (a batch) and more than one token per pass
-  (`WaysOut`).
+  (`WaysOut`);
+- `measure_speculation`: prompt-lookup speculative decoding against plain
+  greedy decoding of the same tokens, and the i.i.d. model of acceptance
+  (`SpeculationRun`).
+
+The page's own greedy loop is checked against the package by `check_loop`
+(`LoopCheck`); `timed_greedy` is that loop, kept. `tensor_parallel` is the
+two-GPU exercise's arithmetic (`TensorParallel`).
 
 Times are the fastest of several runs (other work on a machine can only add
 time to a run), taken in turns (`timing.bench_interleaved`) so that a burst of
 other work cannot cover every run of one thing.
 
-Where each lives: `kv` (the primer), `latency` (the chain, the ingredients, the latency line, the same FLOPs),
-`ways` (the three ways out, their sentence, the exercises' numbers), `claims` (the sentences chosen from the
-latency line's numbers).
+Where each lives: `kv` (the primer), `loop` (the greedy loop and its check), `latency` (the chain, the
+ingredients, the latency line, the same FLOPs), `ways` (the three ways out, their sentence, the exercises'
+numbers), `speculation` (prompt lookup measured), `parallel` (tensor parallelism's arithmetic), `claims` (the
+sentences chosen from the latency line's and the speculation's numbers).
 """
 
 from __future__ import annotations
@@ -29,6 +37,10 @@ from __future__ import annotations
 from .latency import (MIN_DECODE_OVER_PREFILL, MIN_R2, SLOPE_TOLERANCE, ChainLinks, Ingredients,  # noqa: F401
                       LatencyLine, SameFlops, measure_ingredients, measure_latency_line, measure_same_flops,
                       show_chain)
-from .claims import slope_text  # noqa: F401
+from .claims import formula_fit, slope_text, speculation_speed  # noqa: F401
+from .loop import LOOP_MARGIN, LoopCheck, check_loop, timed_greedy  # noqa: F401
+from .parallel import ALLREDUCE_LATENCY, H100_NVLINK_ONE_WAY, TensorParallel, tensor_parallel  # noqa: F401
+from .speculation import (COPY_TASK, SPEC_K, SPEC_NGRAM, SPEC_TOKENS, SpeculationRun,  # noqa: F401
+                          measure_speculation)
 from .kv import KVPrimer, KVRow, kv_primer  # noqa: F401
 from .ways import WaysOut, exercise_numbers, halved_bytes, measure_ways_out  # noqa: F401
