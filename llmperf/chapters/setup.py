@@ -10,6 +10,7 @@ keep each chapter short enough to run in a couple of minutes on a laptop's cores
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -165,3 +166,10 @@ def random_prompt(vocab_size: int, length: int, seed: int = 0) -> list[int]:
     """`length` random token ids below `vocab_size`, the same for a given seed on every device: the prompts the
     chapters time (which tokens a step reads changes its time hardly at all: each is one row of the embedding)."""
     return torch.randint(0, vocab_size, (length,), generator=torch.Generator().manual_seed(seed)).tolist()
+
+
+def float32_model(model):
+    """`model` itself if it is in float32, else a float32 copy: the form in which the two loops' tokens can be
+    compared (in a 2-byte format the loops add the same numbers in different orders, and a rounding difference
+    can tip a near-tie between two tokens)."""
+    return model if model.dtype == torch.float32 else copy.deepcopy(model).float()

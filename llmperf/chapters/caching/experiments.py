@@ -26,20 +26,13 @@ from ...device import dtype_name
 from ...generation import generate, greedy_logits
 from ...profiling import count_flops, forward_fn
 from ...timing import bench, bench_interleaved
-from ..setup import Setup, random_prompt
+from ..setup import Setup, float32_model, random_prompt
 from .attention import attention_total, causal_crossover, counted_passes
 from .claims import formula_side
 from .records import (Agreement, CrossoverCurve, Crossovers, FlopCheck, Generation, GpuShare, LoopRun, QuotedLoop,
                       QuotedTable, StepSweep)
 
 LOOPS = (("naive", False), ("cached", True))  # (name, cache=)
-
-
-def float32_model(model):
-    """`model` itself if it is in float32, else a float32 copy: the form in which the two loops' tokens can be
-    compared (in a 2-byte format the loops add the same numbers in different orders, and a rounding difference
-    can tip a near-tie between two tokens)."""
-    return model if model.dtype == torch.float32 else copy.deepcopy(model).float()
 
 
 def check_agreement(s: Setup, prompt: str = "The three primary colours are") -> Agreement:

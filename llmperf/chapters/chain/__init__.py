@@ -43,4 +43,5 @@ from .parallel import ALLREDUCE_LATENCY, H100_NVLINK_ONE_WAY, TensorParallel, te
 from .speculation import (COPY_TASK, SPEC_K, SPEC_NGRAM, SPEC_TOKENS, SpeculationRun,  # noqa: F401
                           measure_speculation)
 from .kv import KVPrimer, KVRow, kv_primer  # noqa: F401
+from ..setup import float32_model  # noqa: F401
 from .ways import WaysOut, exercise_numbers, halved_bytes, measure_ways_out  # noqa: F401

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from ...generation import generate
 from ...speculative import Speculation, expected_tokens_per_pass, speculative_generate
 from ...timing import bench_interleaved
-from ..setup import Setup
+from ..setup import Setup, float32_model
 from .claims import formula_fit, speculation_speed
 from .loop import timed_greedy
 
@@ -117,12 +117,14 @@ class SpeculationRun:
 def measure_speculation(s: Setup, task: str = COPY_TASK, n_new: int = SPEC_TOKENS, k: int = SPEC_K,
                         ngram: int = SPEC_NGRAM, rounds: int = SPEC_ROUNDS) -> SpeculationRun:
     """Time prompt-lookup decoding and plain greedy decoding of `n_new` tokens of the answer to `task` (as a
-    one-turn chat), in turns for `rounds` rounds, and keep the fastest round's passes of each."""
-    ids = s.tokenizer.encode_chat(task)
-    reference = generate(s.model, ids, n_new).tolist()
+    one-turn chat), in turns for `rounds` rounds, and keep the fastest round's passes of each. Runs in float32
+    (a float32 copy where `s.dtype` is a 2-byte format, as on a GPU): a verify pass adds a position's numbers in
+    another order than a one-token step does, and in bf16 that rounding can tip a near-tie between two tokens."""
+    ids, model = s.tokenizer.encode_chat(task), float32_model(s.model)
+    reference = generate(model, ids, n_new).tolist()
     plains, specs = [], []
-    fns = {"plain": lambda: plains.append(timed_greedy(s.model, ids, n_new)),
-           "speculative": lambda: specs.append(speculative_generate(s.model, ids, n_new, k=k, ngram=ngram))}
+    fns = {"plain": lambda: plains.append(timed_greedy(model, ids, n_new)),
+           "speculative": lambda: specs.append(speculative_generate(model, ids, n_new, k=k, ngram=ngram))}
     runs = bench_interleaved(fns, rounds=rounds, warmup=0, device=s.device)
     t_plain, t_spec = list(runs["plain"].samples), list(runs["speculative"].samples)
     plain_tokens, plain_steps = plains[t_plain.index(min(t_plain))]
