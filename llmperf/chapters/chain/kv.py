@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from ... import cost
 from ...config import get_config
 
-MODELS = ("smollm2-135m", "llama-3-8b")  # the course's model and the source notes' example
+MODELS = ("smollm2-135m", "llama-3-8b")  # the course's model and the usual worked example
 SERVING_BYTES = 2  # bfloat16 or float16: the usual serving dtype
 CONTEXT = 8_192  # the context the table sets the cache against a step's weights at (both models' longest)
 

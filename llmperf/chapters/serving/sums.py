@@ -1,5 +1,5 @@
 """The chapter's arithmetic on a real deployment (no measurement): Little's Law sizing the KV cache of
-Llama-3-8B on one H100, the source notes' "15,000 tokens/s, but 12 per user" checked against the roofline
+Llama-3-8B on one H100, the quoted claim "15,000 tokens/s, but 12 per user" checked against the roofline
 and against gpt-fast's published batch-1 rate, and the exercises' numbers.
 
 Memory, throughout: the bytes the device's driver reports (an H100 sold as "80 GB" reports 81,559 MiB), of
@@ -18,7 +18,7 @@ from ... import cost, hardware, metrics
 
 BF16 = 2  # bytes per weight and per cached key or value element
 UTILISATION = 0.9  # the share of the device's memory a server takes: vLLM's --gpu-memory-utilization default
-QUOTED_USER = 12  # tokens/s per user, as the source notes quote it
+QUOTED_USER = 12  # tokens/s per user, as the quoted claim has it
 PUBLISHED = "gpt-fast"  # the published batch-1 rate (hardware.PUBLISHED) that the claim's efficiency is set beside
 
 
@@ -187,7 +187,7 @@ class Claim:
 
 def claim_check(kv: KVCapacity, batch: int = 256, claimed: float = 15_000, prompt: int = 1024,
                 answer: int = 256) -> Claim:
-    """The source notes' claim on `kv`'s model and accelerator, for an assumed workload (prompts four times the
+    """The quoted claim on `kv`'s model and accelerator, for an assumed workload (prompts four times the
     answers): the roofline time of one batch-`batch` decode step at `prompt + answer // 2` tokens of context,
     each part on its own roofline, and of one `prompt`-token prefill (logits for its last token only)."""
     hw = hardware.ACCELERATORS[kv.accelerator]
