@@ -67,6 +67,12 @@ PLANTS = {
         old="    cos_table, sin_table = model.rope_cos, model.rope_sin",
         new="    cos_table, sin_table = model.rope_cos[:64], model.rope_sin[:64]",
         breaks="q1 - 3"),
+    "a5_speculative_decoding": Plant(
+        why="the model's own token after the accepted drafts counted as accepted: the same tokens and passes, "
+            "every pass's accepted count one too many",
+        old="        passes.append((len(guess), accepted))",
+        new="        passes.append((len(guess), accepted + 1))",
+        breaks="q2 - 3"),
 }
 
 
