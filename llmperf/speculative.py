@@ -138,8 +138,24 @@ class Speculation:
 
     @property
     def alpha(self) -> float:
-        """Accepted ÷ drafted: the per-token acceptance rate, estimated over every drafted token (0 if none)."""
+        """Accepted ÷ drafted: the share of drafted tokens accepted, as acceptance is usually quoted (0 if none)."""
         return self.accepted / self.drafted if self.drafted else 0.0
+
+    @property
+    def rejections(self) -> int:
+        """Passes that stopped at a rejected draft (accepted fewer tokens than they drafted)."""
+        return sum(p.accepted < p.drafted for p in self.passes)
+
+    @property
+    def alpha_iid(self) -> float:
+        """The i.i.d. model's per-token acceptance probability, estimated from the trials the model defines.
+
+        A pass tries its drafts in order and stops at the first rejection: it contributes its accepted drafts
+        as successes and, if it stopped early, one failure; the drafts after a rejection were never tried.
+        accepted ÷ (accepted + rejections) is then the maximum-likelihood estimate. It is at least `alpha`,
+        which counts the untried drafts as failures (0 if nothing was tried)."""
+        trials = self.accepted + self.rejections
+        return self.accepted / trials if trials else 0.0
 
     @property
     def tokens_per_pass(self) -> float:
@@ -147,11 +163,11 @@ class Speculation:
         return sum(p.emitted for p in self.passes) / len(self.passes) if self.passes else 0.0
 
     def expected_per_pass(self) -> float:
-        """The i.i.d. model's tokens per pass at the measured alpha, each pass with the draft it really had:
-        the mean of E(alpha, m_i) over passes (m_i = that pass's drafted tokens, at most k)."""
+        """The i.i.d. model's tokens per pass at its estimated alpha (`alpha_iid`), each pass with the draft it
+        really had: the mean of E(alpha_iid, m_i) over passes (m_i = that pass's drafted tokens, at most k)."""
         if not self.passes:
             return 0.0
-        return sum(expected_tokens_per_pass(self.alpha, p.drafted) for p in self.passes) / len(self.passes)
+        return sum(expected_tokens_per_pass(self.alpha_iid, p.drafted) for p in self.passes) / len(self.passes)
 
 
 def speculative_generate(model, prompt_ids: Sequence[int], max_new_tokens: int, k: int = 8,

@@ -291,13 +291,14 @@ def test_a_speculation_run_holds_every_number_the_chapter_shows():
     assert n["spec_passes"] == 4 and n["spec_plain_passes"] == 9 and n["spec_nodraft"] == 2
     assert n["spec_drafted"] == 8 and n["spec_accepted"] == 5 and n["spec_alpha"] == 5 / 8
     assert n["spec_tpp"] == 2.25  # 9 tokens after the first, in 4 passes
-    assert n["spec_E_k"] == pytest.approx((1 - (5 / 8) ** 5) / (3 / 8))
+    assert n["spec_rejections"] == 1 and n["spec_alpha_iid"] == 5 / 6
+    assert n["spec_E_k"] == pytest.approx((1 - (5 / 6) ** 5) / (1 / 6))
     assert n["spec_E_own"] == pytest.approx((1 + 1 + 2 * n["spec_E_k"]) / 4)
     assert n["spec_speedup"] == pytest.approx(0.09 / 0.05)
     assert run.pass_cost == pytest.approx(0.011 / 0.01) and n["spec_draft_cost_pct"] == pytest.approx(
         100 * 2e-5 / 8 / 0.01)
     assert n["spec_decode_speedup"] == pytest.approx(2.25 / 1.1)
-    assert run.whole_share == 0.5 and run.whole_share_iid == pytest.approx((5 / 8) ** 4)
+    assert run.whole_share == 0.5 and run.whole_share_iid == pytest.approx((5 / 6) ** 4)
     assert "faster than plain greedy decoding" in n["spec_speed_text"]
     assert list(run.table().data["tokens"]) == [1, 5, 2, 1]
     serialisable(run)

@@ -94,9 +94,24 @@ def test_a_speculation_counts_its_passes():
     spec = Speculation([0] * 9, k=4, ngram=3, passes=[Pass(0, 0, 0.1), Pass(4, 4, 0.1), Pass(4, 1, 0.1)])
     assert spec.drafted == 8 and spec.accepted == 5 and spec.alpha == 5 / 8
     assert spec.tokens_per_pass == (1 + 5 + 2) / 3
-    assert spec.expected_per_pass() == pytest.approx((1 + 2 * expected_tokens_per_pass(5 / 8, 4)) / 3)
+    assert spec.rejections == 1 and spec.alpha_iid == 5 / 6  # the third pass's last 3 drafts were never tried
+    assert spec.expected_per_pass() == pytest.approx((1 + 2 * expected_tokens_per_pass(5 / 6, 4)) / 3)
     empty = Speculation([0], 4, 3)
-    assert empty.alpha == empty.tokens_per_pass == empty.expected_per_pass() == 0.0
+    assert empty.alpha == empty.alpha_iid == empty.tokens_per_pass == empty.expected_per_pass() == 0.0
+
+
+def test_the_iid_estimate_recovers_a_simulated_drafters_alpha():
+    """Drafts accepted i.i.d. with alpha = 0.7: accepted ÷ (accepted + rejections) finds 0.7, while the share of
+    drafted tokens accepted counts the untried drafts after each rejection as failures and comes out low."""
+    rng = random.Random(1)
+    passes = []
+    for _ in range(5_000):
+        a = 0
+        while a < 4 and rng.random() < 0.7:
+            a += 1
+        passes.append(Pass(4, a, 0.0))
+    spec = Speculation([], k=4, ngram=3, passes=passes)
+    assert spec.alpha_iid == pytest.approx(0.7, abs=0.02) and spec.alpha < 0.6
 
 
 # --- the loop ---------------------------------------------------------------------------------

@@ -74,9 +74,9 @@ class SpeculationRun:
 
     @property
     def whole_share_iid(self) -> float:
-        """The share the i.i.d. model expects: the mean of alpha^m over the drafted passes."""
+        """The share the i.i.d. model expects: the mean of alpha_iid^m over the drafted passes."""
         passes = self.drafted_passes
-        return sum(self.spec.alpha ** p.drafted for p in passes) / len(passes) if passes else 0.0
+        return sum(self.spec.alpha_iid ** p.drafted for p in passes) / len(passes) if passes else 0.0
 
     def table(self):
         import pandas as pd
@@ -91,10 +91,12 @@ class SpeculationRun:
                 "spec_passes": len(spec.passes), "spec_plain_passes": self.n_new - 1,
                 "spec_nodraft": len(spec.passes) - len(self.drafted_passes), "spec_drafted": spec.drafted,
                 "spec_accepted": spec.accepted, "spec_alpha": spec.alpha, "spec_tpp": spec.tokens_per_pass,
-                "spec_E_k": expected_tokens_per_pass(spec.alpha, spec.k), "spec_E_own": spec.expected_per_pass(),
+                "spec_rejections": spec.rejections, "spec_alpha_iid": spec.alpha_iid,
+                "spec_E_k": expected_tokens_per_pass(spec.alpha_iid, spec.k), "spec_E_own": spec.expected_per_pass(),
                 "spec_fit_text": formula_fit(spec.tokens_per_pass, spec.expected_per_pass(), self.whole_share,
                                              self.whole_share_iid),
-                "spec_pass_cost": self.pass_cost, "spec_decode_speedup": spec.tokens_per_pass / self.pass_cost, "spec_draft_cost_pct": 100 * self.draft_cost,
+                "spec_pass_cost": self.pass_cost, "spec_decode_speedup": spec.tokens_per_pass / self.pass_cost,
+                "spec_draft_cost_pct": 100 * self.draft_cost,
                 "spec_rounds": len(self.t_spec), "spec_speedup": self.speedup,
                 "spec_speed_text": speculation_speed(min(self.t_plain), min(self.t_spec), spec.tokens_per_pass,
                                                      self.pass_cost)}
