@@ -413,3 +413,24 @@ def test_every_glued_name(tiny_setup):
              intensity.long_context().numbers()]
     check_glued_once(parts, NOTEBOOK)
     assert records.roofs().numbers()["table_min_ridge"] > 100  # the opening's "at least ... FLOPs" per byte
+
+
+def test_probe_agreement_runs_the_two_probes_in_turns():
+    """A probe that times the same sum as the package's agrees with it; one that counts half the bytes it
+    reads is off by 2x, outside the margin."""
+    import time
+
+    def probe(nbytes, halve=False):
+        x = torch.ones(nbytes // 4)
+        times = []
+        for _ in range(5):
+            start = time.perf_counter()
+            x.sum()
+            times.append(time.perf_counter() - start)
+        return x.nbytes / (2 if halve else 1) / min(times), times
+
+    ratio, margin = intensity.probe_agreement(probe, torch.device("cpu"), rounds=2, nbytes=64 << 20)
+    assert 1 / margin <= ratio <= margin
+    wrong, margin = intensity.probe_agreement(lambda n: probe(n, halve=True), torch.device("cpu"), rounds=2,
+                                              nbytes=64 << 20)
+    assert wrong < ratio

@@ -30,7 +30,7 @@ from .context import ContextSweep, KvGrowth, context_sweep, kv_growth
 from .counts import (LatencyThroughput, LlamaCounts, OpGroup, exercise_numbers, gptfast_pct, latency_throughput,
                      llama_counts, middle_batch, users_that_fit)
 from .long_context import Lever, LongContext, long_context, mla_bytes_per_token
-from .roofs import Roofs, probe_margin, probed_label, roofline, setup_numbers
+from .roofs import Roofs, probe_agreement, probe_margin, probed_label, roofline, setup_numbers
 
 __all__ = [
     "CUDA_GRAPHS_POST", "BatchCounts", "BatchSweep", "Gap", "batch_counts", "batch_sweep", "gap_to_roof",
@@ -43,5 +43,5 @@ __all__ = [
     "LatencyThroughput", "LlamaCounts", "OpGroup", "exercise_numbers", "gptfast_pct", "latency_throughput",
     "llama_counts", "middle_batch", "users_that_fit",
     "Lever", "LongContext", "long_context", "mla_bytes_per_token",
-    "Roofs", "probe_margin", "probed_label", "roofline", "setup_numbers",
+    "Roofs", "probe_agreement", "probe_margin", "probed_label", "roofline", "setup_numbers",
 ]

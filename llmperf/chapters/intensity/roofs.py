@@ -27,6 +27,20 @@ def probe_margin(times) -> float:
     return max(PROBE_MARGIN, max(times) / min(times))
 
 
+def probe_agreement(probe, device, rounds: int = 3, nbytes: int = 256 << 20) -> tuple[float, float]:
+    """The page's own read probe against the package's (`hardware.measure_bandwidth`), run in turns for
+    `rounds` rounds so that both see the same load: (the ratio of their best rates, the margin it must lie
+    within). `probe(nbytes)` returns (bytes/s, each run's seconds). The margin is `probe_margin` of the
+    page's runs, or the spread of the package's rounds where that is wider."""
+    mine, times, theirs = [], [], []
+    for _ in range(rounds):
+        rate, runs = probe(nbytes)
+        mine.append(rate)
+        times += runs
+        theirs.append(hardware.measure_bandwidth(device, nbytes=nbytes, repeat=5)["read"])
+    return max(mine) / max(theirs), max(probe_margin(times), max(theirs) / min(theirs))
+
+
 def probed_label(device_type: str, dtype: str, threads: int) -> str:
     """How a table or figure names this machine's probed roof: "this machine, probed, float32, 1 PyTorch thread".
     On a CPU the probe's rates, and so the ridge, depend on PyTorch's thread count (which each chapter's `setup`
