@@ -1,8 +1,9 @@
 """The source notes' figures that do not hold, each set beside the right one, for the errata page.
 
-Pure arithmetic: every right figure comes from the tested cost model (`llmperf.cost`)
-and the model presets (`llmperf.config`), for the model and accelerator the notes
-use (Llama-3-8B, 2-byte weights and cache, one H100 SXM). The notes' own figures
+Arithmetic only, no measurement: every right figure comes from the tested cost model
+(`llmperf.cost`) and the model presets (`llmperf.config`), for the model the notes use
+(Llama-3-8B, 2-byte weights and cache), and NVIDIA's launch figures from chapter 5's
+record of them (`anatomy.published`). The notes' own figures
 are kept as they wrote them (`NOTES`), so the page can quote them; the checks in
 `check()` hold every correction to what it claims.
 """
@@ -12,16 +13,15 @@ from __future__ import annotations
 from ..config import get_config
 from ..cost import decode_bytes, decode_flops, kv_cache_bytes, linear_shapes, prefill_attention_crossover
 from ..cost import prefill_flops, weight_bytes
+from .anatomy.published import GRAPH_ASYNC_S, GRAPH_KERNEL_S, GRAPH_REPLAYED_S, async_overhead, graph_overhead
 
 MODEL = "llama-3-8b"
-H100_FLOPS, H100_BANDWIDTH = 989e12, 3.35e12  # the H100 SXM's row of llmperf.hardware.ACCELERATORS
 LONG_CONTEXT = 131_072  # Llama-3.1's 128k-token context
 NOTES = {  # the figures as the source notes give them
     "qkv_mb": 25, "flops_per_token_g": 16.1, "intensity": 1.07, "attention_over_s": 32_000,
     "batch": 32, "served_tps": 15_000, "served_batch": 256, "per_user_tps": 12,
     "launches": 200, "launch_us": 5,
 }
-NVIDIA_KERNEL_US, NVIDIA_ASYNC_US, NVIDIA_GRAPH_US = 2.9, 3.8, 3.4  # gray2019cudagraphs, per kernel
 BATCH_CONTEXT = 8192  # the context at which the batch-32 saving is priced
 
 
@@ -51,11 +51,9 @@ def numbers() -> dict[str, float]:
         "batch_saving": one / many,
         "per_user_tps": NOTES["served_tps"] / NOTES["served_batch"],
         "notes_both_tps": NOTES["per_user_tps"] * NOTES["served_batch"],
-        "launch_overhead_us": NVIDIA_ASYNC_US - NVIDIA_KERNEL_US,
-        "graph_overhead_us": NVIDIA_GRAPH_US - NVIDIA_KERNEL_US,
-        "nvidia_kernel_us": NVIDIA_KERNEL_US, "nvidia_async_us": NVIDIA_ASYNC_US,
-        "nvidia_graph_us": NVIDIA_GRAPH_US,
-        "step_ms": step_bytes.total / H100_BANDWIDTH * 1e3,
+        "launch_overhead_us": async_overhead() * 1e6, "graph_overhead_us": graph_overhead() * 1e6,
+        "nvidia_kernel_us": GRAPH_KERNEL_S * 1e6, "nvidia_async_us": GRAPH_ASYNC_S * 1e6,
+        "nvidia_graph_us": GRAPH_REPLAYED_S * 1e6,
     })
     return out
 

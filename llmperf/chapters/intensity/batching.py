@@ -20,6 +20,7 @@ from ...hardware import Accelerator
 from ...profiling import forward_fn, op_counts
 from ...timing import bench_interleaved
 from .. import wording
+from ..anatomy.published import GRAPH_ASYNC_S, GRAPH_KERNEL_S, GRAPH_REPLAYED_S, GRAPH_SYNCED_S
 from . import claims
 from .counts import gptfast_pct, middle_batch
 
@@ -178,8 +179,10 @@ def batch_sweep(s, here: Accelerator, rounds: int | None = None) -> BatchSweep:
         kv_equals_weights_at=kv_equals_weights_at(cfg, ctx + 1, bpp))
 
 
-CUDA_GRAPHS_POST = {"kernel": 2.9e-6, "synced": 9.6e-6, "async": 3.8e-6, "graph": 3.4e-6}
-"""NVIDIA's CUDA Graphs post (gray2019cudagraphs), seconds per kernel for a kernel that runs 2.9 µs: launched with
+CUDA_GRAPHS_POST = {"kernel": GRAPH_KERNEL_S, "synced": GRAPH_SYNCED_S, "async": GRAPH_ASYNC_S,
+                    "graph": GRAPH_REPLAYED_S}
+"""NVIDIA's CUDA Graphs post (gray2019cudagraphs), as chapter 5 records it (`anatomy.published`), seconds per
+kernel for a kernel that runs 2.9 µs: launched with
 a sync after each ("synced"), launched asynchronously one after another ("async"), and replayed in a graph
 ("graph"). Most of synced − kernel is the sync; a launch's own overhead is async − kernel, and a graph's
 graph − kernel."""
