@@ -19,8 +19,8 @@ shows, the sentences chosen from them, and the check its last cell asserts:
   (`SpeculationRun`).
 
 The page's own greedy loop is checked against the package by `check_loop`
-(`LoopCheck`); `timed_greedy` is that loop, kept. `tensor_parallel` is the
-two-GPU exercise's arithmetic (`TensorParallel`).
+(`LoopCheck`); `timed_greedy` times the same loop as `generation.stream` runs
+it. `tensor_parallel` is the two-GPU exercise's arithmetic (`TensorParallel`).
 
 Times are the fastest of several runs (other work on a machine can only add
 time to a run), taken in turns (`timing.bench_interleaved`) so that a burst of

@@ -1,5 +1,5 @@
-"""Chapter 1's greedy loop as the page shows it, kept in the package: the prompt prefilled once, then one
-decode pass per token, each pass timed; and the check that the page's own loop agrees with `generate`."""
+"""Chapter 1's greedy loop as the package runs it (`generation.stream`: the prompt prefilled once, then one
+decode pass per token, each token stamped), and the check that the page's own loop agrees with `generate`."""
 
 from __future__ import annotations
 
@@ -7,9 +7,7 @@ import statistics
 import time
 from dataclasses import dataclass
 
-import torch
-
-from ...generation import decode_step, generate, new_cache, prefill, stream
+from ...generation import generate, stream
 from ...metrics import RequestTimes
 
 LOOP_MARGIN = 2.0  # the shown loop's median pass may sit this many times above or below the package's TPOT
@@ -17,18 +15,11 @@ LOOP_MARGIN = 2.0  # the shown loop's median pass may sit this many times above 
 
 def timed_greedy(model, prompt_ids: list[int], n_new: int) -> tuple[list[int], list[float]]:
     """Greedy decoding with the KV cache: `n_new` tokens, and the seconds of each of the n_new − 1 decode
-    passes after the prefill's first token (each pass ends when its token is on the host, `int()`)."""
-    cache = new_cache(model, 1, len(prompt_ids) + n_new)
-    out, pass_seconds = [], []
-    with torch.inference_mode():
-        token = prefill(model, torch.tensor([prompt_ids], device=model.device), cache).argmax(-1, keepdim=True)
-        out.append(int(token))
-        for pos in range(len(prompt_ids), len(prompt_ids) + n_new - 1):
-            t0 = time.perf_counter()
-            token = decode_step(model, token, pos, cache).argmax(-1, keepdim=True)  # needs the last token
-            out.append(int(token))
-            pass_seconds.append(time.perf_counter() - t0)
-    return out, pass_seconds
+    passes after the prefill's first token. `stream` runs the loop and stamps each token once it is on the
+    host; a pass's seconds are the gap between its token's stamp and the one before."""
+    arrivals = list(stream(model, prompt_ids, n_new))
+    stamps = [t for _, t in arrivals]
+    return [token for token, _ in arrivals], [b - a for a, b in zip(stamps, stamps[1:])]
 
 
 @dataclass
