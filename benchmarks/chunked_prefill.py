@@ -26,7 +26,7 @@ import torch
 from llmperf import benchresults
 from llmperf.device import environment, pick_device
 from llmperf.engine import Engine, Request
-from llmperf.serve.worker import served_model
+from llmperf.fast import served
 from llmperf.weights import load_smollm2
 
 WARM_STEPS = 4  # decode steps before the long prompt arrives
@@ -67,7 +67,7 @@ def main(argv=None) -> int:
         p.error(str(e))
     env = environment(device)
     print(env)
-    model = served_model(load_smollm2(device, torch.float32)[0])
+    model = served(load_smollm2(device, torch.float32)[0])
     long_prompt = torch.randint(0, model.cfg.vocab_size, (args.long_prompt,),
                                 generator=torch.Generator().manual_seed(0)).tolist()
     answer = 64  # enough decode steps to outlast the long prompt's prefill

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import copy
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -156,3 +157,26 @@ class KVCache(nn.Module):
         object.__setattr__(view, "_buffers", {"k": self.k[:, :n], "v": self.v[:, :n]})  # views, not copies
         view.batch_size = n
         return view
+
+    def numpy_layers(self) -> "ContiguousRows":
+        """The cache's reads and writes for NumPy code (`fast.NumpyDecodeStep`), on the buffers' own memory."""
+        return ContiguousRows(self)
+
+
+class ContiguousRows:
+    """A decode step's keys and values in NumPy: `write` one new position per row, `read` each row's first T (views,
+    no copy)."""
+
+    def __init__(self, cache: KVCache):
+        self.k, self.v = cache.k.numpy(), cache.v.numpy()  # (L, B, Hkv, capacity, hd)
+        self.batch_size = cache.batch_size
+
+    def write(self, layer: int, positions: np.ndarray, k: np.ndarray, v: np.ndarray) -> None:
+        """Row b's key and value (k[b], v[b]: (Hkv, hd)) at its position positions[b]."""
+        rows = np.arange(len(positions))
+        self.k[layer, rows, :, positions] = k
+        self.v[layer, rows, :, positions] = v
+
+    def read(self, layer: int, T: int) -> tuple[np.ndarray, np.ndarray]:
+        """Every row's keys and values at positions 0..T-1, each (B, Hkv, T, hd)."""
+        return self.k[layer, :self.batch_size, :, :T], self.v[layer, :self.batch_size, :, :T]

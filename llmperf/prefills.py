@@ -6,20 +6,13 @@ but pads the shorter ones: `prefill_groups` lets a group grow while its padding 
 already decoding waits for a step's prefills, so a step runs at most `PREFILL_CHUNK` positions of them
 (`prefill_piece`; how many by default depends on the device: `default_chunk`): a group whole, or a prompt too
 long for one step in pieces, one a step, with a decode step between them. `prefill_steps` counts the steps a
-burst of newcomers takes, for a chapter to say so; `drop` takes cancelled requests out of the queue.
+burst of newcomers takes, for a chapter to say so. The scheduler (`llmperf.scheduler`) plans with these.
 Pure arithmetic: no torch.
 """
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from .kv_cache import KVCache
-    from .request import Request
 
 PREFILL_CHUNK = 512
 """The most positions (rows × the longest prompt, padding included) one step prefills before it decodes, by
@@ -80,32 +73,3 @@ def prefill_steps(lengths: Sequence[int], positions: int = PREFILL_CHUNK) -> int
             if queue[0][1] == 0:
                 queue.pop(0)
     return steps
-
-
-@dataclass(eq=False)  # queued prefills are told apart by identity
-class Prefill:
-    """Newcomers prefilled together, not yet in a slot: one request, or a group padded at the end to its longest
-    prompt; the cache their pieces fill (made at the first), and how many positions of it are done."""
-
-    requests: list["Request"]
-    cache: "KVCache | None" = None
-    done: int = 0
-
-    @property
-    def longest(self) -> int:
-        return max(len(r.prompt) for r in self.requests)
-
-
-def drop(queue: deque[Prefill], ids: set[int]) -> list["Request"]:
-    """Take the requests whose ids are in `ids` out of the queued prefills, and return them. An entry that loses a
-    request starts afresh (only a group not yet begun can keep others: a group's one pass runs whole), and one
-    left empty leaves the queue."""
-    dropped = []
-    for p in list(queue):
-        gone = [r for r in p.requests if r.id in ids]
-        if gone:
-            dropped += gone
-            p.requests, p.cache, p.done = [r for r in p.requests if r.id not in ids], None, 0
-            if not p.requests:
-                queue.remove(p)
-    return dropped

@@ -10,6 +10,7 @@ import httpx
 
 from llmperf import build_model
 from llmperf.config import get_config
+from llmperf.fast import served
 from llmperf.serve import background, create_app
 
 NAME = "smollm2-135m-instruct"
@@ -28,9 +29,10 @@ def small_model(tokenizer, max_seq_len: int = 512):
 
 
 def small_app(tokenizer, **settings):
-    """`create_app` over `small_model`, with `settings` for the app (capacity, max_batch, ...)."""
-    capacity = settings.setdefault("capacity", 256)
-    return create_app(small_model(tokenizer, max(capacity, 512)), tokenizer, model_name=NAME, **settings)
+    """`create_app` over `small_model`, fused as a server decodes with it (`fast.served`), with `settings` for
+    the app (max_model_len, max_num_seqs, ...)."""
+    context = settings.setdefault("max_model_len", 256)
+    return create_app(served(small_model(tokenizer, max(context, 512))), tokenizer, model_name=NAME, **settings)
 
 
 @contextmanager

@@ -74,7 +74,7 @@ def test_conversations_are_drawn_from_a_seed_or_taken_from_lines_in_order():
 @pytest.fixture(scope="module")
 def server(smollm2):
     _, tokenizer = smollm2
-    with running(small_app(tokenizer, max_batch=4)) as base:
+    with running(small_app(tokenizer, max_num_seqs=4)) as base:
         yield base
 
 

@@ -13,7 +13,7 @@ from tests.served import NAME, free_port, running, small_app
 @pytest.fixture(scope="module")
 def server(smollm2):
     _, tokenizer = smollm2
-    app = small_app(tokenizer, max_batch=4, capacity=128)
+    app = small_app(tokenizer, max_num_seqs=4, max_model_len=128)
     with running(app) as url:
         yield url, app.state.engine
 

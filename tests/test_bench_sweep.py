@@ -139,7 +139,7 @@ def test_the_command_sweeps_and_writes_the_sweep(tmp_path, capsys):
 
 def test_a_concurrency_sweep_of_llmperf_serve(smollm2):
     _, tokenizer = smollm2
-    with running(small_app(tokenizer, max_batch=4)) as base:
+    with running(small_app(tokenizer, max_num_seqs=4)) as base:
         result = asyncio.run(sweep(f"{base}/v1", NAME, [[1000 + i] * 8 for i in range(8)], 8, kind="concurrency",
                                    values=[1, 4], show_progress=False, warmups=2))
     assert [p.concurrency for p in result.points] == [1, 4]

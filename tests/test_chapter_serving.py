@@ -375,7 +375,7 @@ def test_answer_table(small):
 
     from llmperf.serve import background, create_app
 
-    with background(create_app(small.model, small.tokenizer, max_batch=2, capacity=64)) as server:
+    with background(create_app(small.model, small.tokenizer, max_num_seqs=2, max_model_len=64)) as server:
         answer = OpenAI(base_url=server.url, api_key="unused").chat.completions.create(
             model=serving.NAME, messages=[{"role": "user", "content": "Hi"}], max_tokens=3, temperature=0)
     table = serving.answer_table(answer).data

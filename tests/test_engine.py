@@ -109,16 +109,18 @@ def test_bad_engine_settings(tiny, kwargs, message):
         Engine(tiny, **kwargs)
 
 
-def test_busy_slots_stay_first_as_requests_end_out_of_order(tiny):
-    """Requests of very different lengths end in any order; each ending moves the last busy sequence into the
-    freed slot, and every request still gets exactly its own tokens."""
-    engine = Engine(tiny, max_batch=3, capacity=40)
+def test_requests_ending_out_of_order_keep_their_own_blocks_and_tokens(tiny):
+    """Requests of very different lengths end in any order; each gives its blocks back as it ends, the blocks held
+    are those of the requests in flight, and every request still gets exactly its own tokens."""
+    engine = Engine(tiny, max_batch=3, capacity=40, block_size=4)
     lengths = [7, 1, 12, 2, 5, 9, 1, 3, 11, 4]
     requests = [engine.submit(Request([(7 * i) % 50 + 1, 3, i + 2], n)) for i, n in enumerate(lengths)]
     while not engine.idle:
         engine.step()
-        n = engine.active
-        assert all(s is not None for s in engine.slots[:n]) and all(s is None for s in engine.slots[n:])
+        blocks = engine.scheduler.blocks
+        assert len(blocks.tables) == engine.active and blocks.num_free + sum(map(len, blocks.tables.values())) \
+            >= blocks.num_blocks
+    assert engine.scheduler.blocks.num_free == engine.scheduler.blocks.num_blocks
     for r in requests:
         assert r.tokens == generate(tiny, list(r.prompt), r.max_tokens).tolist(), r.id
 
@@ -138,58 +140,63 @@ def test_first_is_a_view_of_the_cache(tiny):
 def test_a_request_being_prefilled_counts_as_active(tiny, monkeypatch):
     """The server's /health reports active + waiting; a request must be in one of them during its prefill, or
     the count misses it (and Little's Law, measured by polling, comes out short)."""
-    import llmperf.engine as engine_module
+    import llmperf.runner as runner_module
 
     engine = Engine(tiny, max_batch=2, capacity=32)
     seen = []
-    real_prefill = engine_module.prefill
+    real_prefill = runner_module.prefill
 
     def watching_prefill(*args, **kwargs):
         seen.append(engine.active + engine.waiting)
         return real_prefill(*args, **kwargs)
 
-    monkeypatch.setattr(engine_module, "prefill", watching_prefill)
+    monkeypatch.setattr(runner_module, "prefill", watching_prefill)
     engine.submit(Request([1, 2, 3], 2))
     engine.run()
     assert seen == [1]
 
 
 def failing_on(monkeypatch, name: str, when):
-    """Make llmperf.engine's `name` (sample or decode_step) raise RuntimeError on the calls for which
+    """Make llmperf.runner's `name` (sample_rows or decode_step) raise RuntimeError on the calls for which
     `when(*args)` is true, as a request the engine cannot serve would make it fail."""
-    import llmperf.engine as engine_module
+    import llmperf.runner as runner_module
 
-    real = getattr(engine_module, name)
+    real = getattr(runner_module, name)
 
     def flaky(*args):
         if when(*args):
             raise RuntimeError(f"{name} failed here")
         return real(*args)
 
-    monkeypatch.setattr(engine_module, name, flaky)
+    monkeypatch.setattr(runner_module, name, flaky)
 
 
 def test_a_request_that_fails_fails_alone(tiny, monkeypatch):
-    """A request whose prefill's sampling fails (seed 666), and one whose third token's does (seed 667), end with
-    finish reason "error" and what failed; the requests decoded beside them get the tokens they get alone."""
-    calls = {666: 0, 667: 0}
+    """A request whose first token's draw fails (seed 666), and one whose third token's does (seed 667), end with
+    finish reason "error" and what failed; the requests decoded beside them get the tokens they get alone, and a
+    seeded one beside them the tokens its seed gives it alone."""
+    drawn = {666: 0, 667: 0}  # draws that succeeded, by seed
 
-    def doomed(logits, temperature, top_k, generator):
-        if generator is None or generator.initial_seed() not in calls:
-            return False
-        calls[generator.initial_seed()] += 1
-        return calls[generator.initial_seed()] == (1 if generator.initial_seed() == 666 else 3)
+    def doomed(logits, temperature, top_k, top_p, generators):
+        seeds = [g.initial_seed() for g in generators if g is not None and g.initial_seed() in drawn]
+        if any(drawn[s] == (0 if s == 666 else 2) for s in seeds):
+            return True  # alone or beside others: it fails again when drawn alone
+        for s in seeds:
+            drawn[s] += 1
+        return False
 
-    failing_on(monkeypatch, "sample", doomed)
+    failing_on(monkeypatch, "sample_rows", doomed)
     engine = Engine(tiny, max_batch=4, capacity=32)
     good = [engine.submit(Request(p, 9)) for p in PROMPTS[:2]]
     bad = [engine.submit(Request([5, 6], 9, temperature=1.0, seed=s)) for s in (666, 667)]
     good.append(engine.submit(Request(PROMPTS[2], 9)))
+    seeded = engine.submit(Request([5, 6], 9, temperature=1.0, seed=5))
     engine.run()
     assert [r.tokens for r in good] == [generate(tiny, r.prompt, 9).tolist() for r in good]
+    assert seeded.tokens == generate(tiny, [5, 6], 9, temperature=1.0, seed=5).tolist()
     assert [(r.finish_reason, len(r.tokens)) for r in bad] == [("error", 0), ("error", 2)]
-    assert all(r.error == "RuntimeError: sample failed here" for r in bad)
-    assert engine.finished == {"length": 3, "error": 2} and engine.idle
+    assert all(r.error == "RuntimeError: sample_rows failed here" for r in bad)
+    assert engine.finished == {"length": 4, "error": 2} and engine.idle
 
 
 def test_a_failed_decode_pass_ends_its_batch_and_not_the_waiting_requests(tiny, monkeypatch):
@@ -229,10 +236,10 @@ def test_prefill_groups_keep_padding_small():
 def test_newcomers_prefilled_together_get_the_tokens_they_get_alone(tiny, monkeypatch):
     """Four newcomers of 4, 5, 4 and 5 tokens: one prefill pass of (4, 5), padded at the end; each gets what it
     gets alone. If that pass fails, each is prefilled again alone, and still gets them."""
-    import llmperf.engine as engine_module
+    import llmperf.runner as runner_module
 
     prompts, shapes = [[5, 6, 7, 8], [1, 2, 3, 4, 5], [42, 7, 9, 9], [3, 1, 4, 1, 5]], []
-    real_prefill = engine_module.prefill
+    real_prefill = runner_module.prefill
 
     def watched(model, tokens, cache, **kwargs):
         shapes.append(tuple(tokens.shape))
@@ -240,7 +247,7 @@ def test_newcomers_prefilled_together_get_the_tokens_they_get_alone(tiny, monkey
             raise RuntimeError("a pass of several prompts failed")
         return real_prefill(model, tokens, cache, **kwargs)
 
-    monkeypatch.setattr(engine_module, "prefill", watched)
+    monkeypatch.setattr(runner_module, "prefill", watched)
     for fail in (False, True):
         shapes.clear()
         engine = Engine(tiny, max_batch=4, capacity=32)
@@ -268,15 +275,15 @@ def test_a_long_prompt_is_prefilled_in_pieces_while_the_batch_decodes(tiny, monk
     """With prefill_chunk=4, a 10-token prompt arriving while another request decodes is prefilled in pieces of
     4, 4 and 2 tokens, one a step, and the other request gets a token at each of those steps; both get the
     tokens they get alone."""
-    import llmperf.engine as engine_module
+    import llmperf.runner as runner_module
 
-    shapes, real_prefill = [], engine_module.prefill
+    shapes, real_prefill = [], runner_module.prefill
 
     def watched(model, tokens, cache, start=0, **kwargs):
         shapes.append((tuple(tokens.shape), start))
         return real_prefill(model, tokens, cache, start=start, **kwargs)
 
-    monkeypatch.setattr(engine_module, "prefill", watched)
+    monkeypatch.setattr(runner_module, "prefill", watched)
     engine = Engine(tiny, max_batch=2, capacity=32, prefill_chunk=4)
     short = engine.submit(Request([5, 6, 7], 8))
     engine.step()
@@ -291,9 +298,9 @@ def test_a_long_prompt_is_prefilled_in_pieces_while_the_batch_decodes(tiny, monk
 
 
 def test_a_request_cancelled_or_failing_between_its_pieces_frees_its_slot(tiny, monkeypatch):
-    import llmperf.engine as engine_module
+    import llmperf.runner as runner_module
 
-    real_prefill = engine_module.prefill
+    real_prefill = runner_module.prefill
 
     def failing(model, tokens, cache, start=0, **kwargs):
         if start >= 4:
@@ -302,7 +309,7 @@ def test_a_request_cancelled_or_failing_between_its_pieces_frees_its_slot(tiny, 
 
     for how in ("cancelled", "error"):
         if how == "error":
-            monkeypatch.setattr(engine_module, "prefill", failing)
+            monkeypatch.setattr(runner_module, "prefill", failing)
         engine = Engine(tiny, max_batch=1, capacity=32, prefill_chunk=4)
         long, after = engine.submit(Request(list(range(1, 11)), 3)), engine.submit(Request([5, 6, 7], 4))
         engine.step()

@@ -6,6 +6,8 @@ writes its positions through the sequence's block table, and every position a pa
 sequence's own token. So sharing a block that holds other tokens, or writing into a shared one, fails the test.
 """
 
+import random
+
 import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
@@ -38,10 +40,15 @@ class FakeModel:
                 self.write_and_read(seq, p.start, min(seq.num_tokens, p.start + p.n))
             if p.samples:
                 sampled += p.seqs
+        self.sample(sampled, rng)
+        plan.decodes = self.s.decodable(plan)
         for seq in plan.decodes:
             self.write_and_read(seq, seq.num_tokens - 1, seq.num_tokens)
-            sampled.append(seq)
-        for seq in sampled:
+        self.sample(plan.decodes, rng)
+
+    @staticmethod
+    def sample(seqs, rng):
+        for seq in seqs:
             r = seq.request
             r.tokens.append(rng.randrange(4))  # few distinct tokens: answers share blocks too
             if len(r.tokens) == r.max_tokens:
@@ -59,8 +66,6 @@ request = st.tuples(st.sampled_from(["shared", "own"]), prompt, st.integers(1, 1
        caching=st.booleans(), reserve=st.booleans(), seed=st.integers(0, 99))
 def test_any_schedule_keeps_the_blocks_right(requests, block_size, spare, max_num_seqs, chunk, policy, caching,
                                              reserve, seed):
-    import random
-
     rng = random.Random(seed)
     shared = [1, 2, 3, 1, 2, 3, 0, 0, 1]
     context = max(len((shared + p)[:20] if kind == "shared" else p) + n for kind, p, n, _, _ in requests)
@@ -132,14 +137,11 @@ def test_running_out_preempts_the_newest_which_recomputes_later():
     old, new = Request([1, 2, 3], 4), Request([4, 5, 6], 4)  # each needs 2 blocks now, 3 by its end
     s.add(old)
     s.add(new)
-    preempted = []
+    preempted, model, rng = [], FakeModel(s), random.Random(0)
     for _ in range(20):
         plan = s.schedule()
         preempted += [q.request for q in plan.preempted]
-        for r in [q.request for p in plan.prefills if p.samples for q in p.seqs] + [q.request for q in plan.decodes]:
-            r.tokens.append(0)
-            if len(r.tokens) == r.max_tokens:
-                r.finish_reason = "length"
+        model.step(plan, rng)
         s.update(plan)
         if s.idle:
             break

@@ -7,6 +7,7 @@ import time
 import httpx
 import pytest
 
+from llmperf.fast import served
 from llmperf.serve import background, create_app
 from tests.served import NAME, free_port, running, small_model
 
@@ -15,7 +16,8 @@ from tests.served import NAME, free_port, running, small_model
 def server(smollm2):
     """A server with SmolLM2's real tokenizer and a small model. Yields (base URL, app)."""
     _, tokenizer = smollm2
-    app = create_app(small_model(tokenizer), tokenizer, model_name=NAME, max_batch=4, capacity=256, max_queue=64)
+    app = create_app(served(small_model(tokenizer)), tokenizer, model_name=NAME, max_num_seqs=4, max_model_len=256,
+                     max_queue=64)
     with running(app) as url:
         yield url, app
 
@@ -191,7 +193,8 @@ def test_python_m_llmperf_serve_answers_then_stops_at_a_signal_mid_answer(signal
 
 def test_a_full_queue_answers_503_at_once(smollm2):
     _, tokenizer = smollm2
-    app = create_app(small_model(tokenizer), tokenizer, model_name=NAME, max_batch=1, capacity=256, max_queue=2)
+    app = create_app(served(small_model(tokenizer)), tokenizer, model_name=NAME, max_num_seqs=1, max_model_len=256,
+                     max_queue=2)
 
     async def flood(url):
         async with httpx.AsyncClient(timeout=60) as client:
@@ -355,7 +358,7 @@ def test_background_says_when_the_port_is_taken(smollm2):
     import socket
 
     _, tokenizer = smollm2
-    app = create_app(small_model(tokenizer), tokenizer, model_name=NAME, max_batch=1, capacity=64)
+    app = create_app(served(small_model(tokenizer)), tokenizer, model_name=NAME, max_num_seqs=1, max_model_len=64)
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
@@ -465,10 +468,13 @@ def test_metrics_gauges_while_requests_run(tiny):
     text = Exported(engine, "tiny").render().decode()
     assert 'vllm:num_requests_running{model_name="tiny"} 2.0' in text
     assert 'vllm:num_requests_waiting{model_name="tiny"} 1.0' in text
-    # Positions filled: each prompt, and each token fed back (all but the newest): (3 + 1) + (2 + 1) of 2 × 128.
-    assert f'vllm:kv_cache_usage_perc{{model_name="tiny"}} {7 / 256}' in text
+    # Blocks held: one of 16 positions each (4 and 3 positions filled), of a pool of 2 × 128 / 16 blocks.
+    assert f'vllm:kv_cache_usage_perc{{model_name="tiny"}} {2 / 16}' in text
     assert 'vllm:prompt_tokens_total{model_name="tiny"} 5.0' in text
     assert 'vllm:generation_tokens_total{model_name="tiny"} 4.0' in text
+    assert 'vllm:prefix_cache_queries_total{model_name="tiny"} 5.0' in text  # both prompts' tokens looked up
+    assert 'vllm:prefix_cache_hits_total{model_name="tiny"} 0.0' in text
+    assert 'vllm:num_preemptions_total{model_name="tiny"} 0.0' in text
 
 
 def test_python_m_llmperf_serve_refuses_a_context_too_long_before_loading_the_model(capsys, monkeypatch):
@@ -478,7 +484,7 @@ def test_python_m_llmperf_serve_refuses_a_context_too_long_before_loading_the_mo
     monkeypatch.setattr(weights, "load_smollm2", lambda *a: pytest.fail("loaded the model before checking"))
     with pytest.raises(SystemExit):
         main(["--context", "100000"])
-    assert "--context must lie in 2..8192" in capsys.readouterr().err
+    assert "--max-model-len (--context) must lie in 2..8192" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["--prefill-chunk", "0"])
     assert "--prefill-chunk >= 1" in capsys.readouterr().err
@@ -501,18 +507,36 @@ def test_work_in_a_passing_thread_returns_or_raises_as_if_called_here():
 
 
 def test_servers_of_one_model_share_its_fused_model_while_it_lives(smollm2):
-    """A notebook starts several servers of one model: they fuse and pack it once (`worker.served_model`)."""
+    """A notebook starts several servers of one model: they fuse and pack it once (`fast.served`), and each
+    serves the model it is given, as it is."""
     import gc
 
-    from llmperf.serve import worker
+    from llmperf import fast
 
     _, tokenizer = smollm2
     model = small_model(tokenizer)
-    first, second = (create_app(model, tokenizer, model_name=NAME, capacity=256) for _ in range(2))
-    assert first.state.engine.model is second.state.engine.model is worker.served_model(model)
-    other = create_app(small_model(tokenizer), tokenizer, capacity=256)
-    assert other.state.engine.model is not first.state.engine.model
-    kept = len(worker._FUSED)
+    first, second = (create_app(served(model), tokenizer, model_name=NAME, max_model_len=256) for _ in range(2))
+    assert first.state.engine.model is second.state.engine.model is fast.served(model)
+    assert first.state.config.fused and not create_app(model, tokenizer, max_model_len=256).state.config.fused
+    kept = len(fast._SERVED)
     del model, first, second
     gc.collect()
-    assert len(worker._FUSED) < kept  # the model gone, its fused model is not kept alive
+    assert len(fast._SERVED) < kept  # the model gone, its fused model is not kept alive
+
+
+def test_a_repeated_prompt_is_found_in_the_prefix_cache_and_metrics_say_so(smollm2):
+    """The second of two identical prompts finds the first's full blocks (16 positions each) in the prefix
+    cache: /metrics counts both prompts' tokens as queries and the found ones as hits, in tokens."""
+    from tests.served import small_app
+
+    _, tokenizer = smollm2
+    prompt = list(range(100, 140))  # 40 tokens: two full blocks, the last token never taken from the cache
+    with running(small_app(tokenizer, max_num_seqs=2, max_model_len=128)) as url:
+        for _ in range(2):
+            r = httpx.post(f"{url}/v1/completions", json={"model": NAME, "prompt": prompt, "max_tokens": 2,
+                                                        "temperature": 0, "ignore_eos": True}, timeout=30)
+            assert r.status_code == 200
+        text = httpx.get(f"{url}/metrics").text
+    assert f'vllm:prefix_cache_queries_total{{model_name="{NAME}"}} 80.0' in text
+    assert f'vllm:prefix_cache_hits_total{{model_name="{NAME}"}} 32.0' in text
+    assert f'vllm:num_preemptions_total{{model_name="{NAME}"}} 0.0' in text

@@ -211,7 +211,7 @@ def wrong_fields(body: dict, chat: bool, tokenizer) -> set[str]:
 @pytest.fixture(scope="module")
 def fuzzed(smollm2):
     _, tokenizer = smollm2
-    with running(small_app(tokenizer, max_batch=4, capacity=CAPACITY)) as url:
+    with running(small_app(tokenizer, max_num_seqs=4, max_model_len=CAPACITY)) as url:
         with httpx.Client(base_url=url, timeout=60) as client:
             yield client, tokenizer
 

@@ -24,7 +24,8 @@ STEP_DELAY = 0.01  # seconds added to each engine step where a test needs reques
 def hostile(smollm2):
     """A server with SmolLM2's tokenizer, a small model, and short timeouts: yields (base URL, app)."""
     _, tokenizer = smollm2
-    app = small_app(tokenizer, max_batch=4, capacity=256, max_queue=64, body_timeout=1.0, idle_timeout=1.0)
+    app = small_app(tokenizer, max_num_seqs=4, max_model_len=256, max_queue=64, body_timeout=1.0,
+                    idle_timeout=1.0)
     with running(app) as url:
         yield url, app
 
@@ -57,8 +58,8 @@ def test_a_bad_request_sent_into_a_running_batch_leaves_the_others_unchanged(slo
     url, app = slowed
     prompts = ["The sky is", "Once upon a time", "1, 2, 3,"]
     alone = [completion(url, prompt=p, max_tokens=40).json()["choices"][0]["text"] for p in prompts]
-    failing_on(monkeypatch, "sample", lambda logits, t, k, generator: generator is not None
-               and generator.initial_seed() == 666)
+    failing_on(monkeypatch, "sample_rows", lambda logits, t, k, p, generators: any(
+        g is not None and g.initial_seed() == 666 for g in generators))
 
     async def batch():
         async with httpx.AsyncClient(timeout=60) as client:
@@ -80,7 +81,7 @@ def test_a_bad_request_sent_into_a_running_batch_leaves_the_others_unchanged(slo
     assert (huge_seed.status_code, huge_seed.json()["error"]["param"]) == (400, "seed")
     assert tiny_temperature.status_code == 200
     assert failing.status_code == 500 and failing.json()["error"] == {
-        "message": "RuntimeError: sample failed here", "type": "server_error", "param": None, "code": None}
+        "message": "RuntimeError: sample_rows failed here", "type": "server_error", "param": None, "code": None}
     wait_idle(app.state.engine)
 
 
@@ -256,7 +257,7 @@ class Fatal(BaseException):
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
 def test_if_the_engine_thread_dies_every_request_hears_of_it_and_health_says_so(smollm2, monkeypatch):
     _, tokenizer = smollm2
-    app = small_app(tokenizer, max_batch=2, capacity=128)
+    app = small_app(tokenizer, max_num_seqs=2, max_model_len=128)
     engine = app.state.engine
     steps = iter(range(10**9))
     real_step = engine.step
@@ -313,13 +314,20 @@ def test_chat_content_as_text_parts_and_the_same_ids_give_the_same_text(hostile,
     assert len(set(texts)) == 1 and texts[0], texts
 
 
-def test_a_request_the_engine_refuses_leaves_nothing_behind(tiny):
-    """The server checks every request before handing it over, but if the engine still refused one, its queue
-    must not stay registered, waiting for tokens that never come."""
+def test_a_request_the_engine_refuses_leaves_nothing_behind(tiny, monkeypatch):
+    """The server checks every request once, before handing it over (`protocol.parse`), but if the engine still
+    refused one, its queue must not stay registered, waiting for tokens that never come."""
     from llmperf.engine import Engine, Request
+    from llmperf.params import InvalidParameter
     from llmperf.serve import APIError, EngineThread
 
-    worker = EngineThread(Engine(tiny, max_batch=1, capacity=16))
+    engine = Engine(tiny, max_batch=1, capacity=16)
+    worker = EngineThread(engine)
+
+    def refuse(request):
+        raise InvalidParameter("max_tokens", "max_tokens: 100 new tokens do not fit.")
+
+    monkeypatch.setattr(engine, "add", refuse)
 
     async def submit():
         with pytest.raises(APIError) as refused:

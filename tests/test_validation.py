@@ -10,6 +10,7 @@ import pytest
 from llmperf import generate
 from llmperf.engine import Engine, Request
 from llmperf.params import InvalidParameter
+from llmperf.fast import served
 from tests.served import NAME, create_app, running, small_model
 
 CONTEXT = 64  # the model's max_seq_len, the engine's capacity and the server's: one context for all three
@@ -48,7 +49,7 @@ def three(smollm2):
     """The same small model behind `generate`, an engine and a server, all with a context of CONTEXT tokens."""
     _, tokenizer = smollm2
     model = small_model(tokenizer, max_seq_len=CONTEXT)
-    with running(create_app(model, tokenizer, model_name=NAME, max_batch=2, capacity=CONTEXT)) as url:
+    with running(create_app(served(model), tokenizer, model_name=NAME, max_num_seqs=2, max_model_len=CONTEXT)) as url:
         yield model, Engine(model, max_batch=2, capacity=CONTEXT), url
 
 

@@ -75,8 +75,22 @@ thread count, the layouts and the packing, measured on this host and kept).
 
 from __future__ import annotations
 
+import weakref
+
 from .blas import (OPENBLAS_ONE_THREAD_BELOW, available_threads, input_major, limit_threads,  # noqa: F401
                    numpy_blas, numpy_uses_openblas, openblas_threads, threaded_gemv_rows)
 from .fused import FusedAttention, FusedFeedForward, FusedTransformer, fuse, linear  # noqa: F401
 from .numpy_step import NumpyDecodeStep, no_lap  # noqa: F401
 from . import packing, tuning  # noqa: F401
+
+
+_SERVED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # model -> its fused, packed form
+
+
+def served(model) -> FusedTransformer:
+    """`fuse(model, pack=True)`, the form a server decodes with, made once per model while the model lives: a
+    notebook starts several servers of one model, and packing copies every weight (seconds, and as much memory
+    again). The servers share only the weights, which they read; each has its own KV pool."""
+    if model not in _SERVED:
+        _SERVED[model] = fuse(model, pack=True)
+    return _SERVED[model]

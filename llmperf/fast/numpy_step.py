@@ -91,7 +91,7 @@ class NumpyDecodeStep:
     def __call__(self, token: int, pos: int, cache: KVCache, lap=no_lap) -> np.ndarray:
         cfg = self.cfg
         d, H, Hkv, hd = cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
-        keys, values = cache.k.numpy(), cache.v.numpy()  # (L, B, Hkv, capacity, hd): the cache's own memory
+        kv, at = cache.numpy_layers(), np.asarray([pos])  # the cache's reads and writes on its own memory
         cos, sin = self.cos[pos], self.sin_signed[pos]  # (2, hd/2) each
         if self.threads is not None:
             blas.use_threads(self.threads)  # another fused model in this process may have set another count
@@ -105,10 +105,10 @@ class NumpyDecodeStep:
             qk = qkv[:(H + Hkv) * hd].reshape(H + Hkv, 2, hd // 2)  # q and k heads, each as its two halves
             qk = qk * cos + qk[:, ::-1] * sin  # RoPE: q and k rotated together, (H + Hkv, 2, hd/2)
             lap(OTHER)
-            keys[i, 0, :, pos] = qk[H:].reshape(Hkv, hd)  # (Hkv, hd) into the cache at this position
-            values[i, 0, :, pos] = qkv[(H + Hkv) * hd:].reshape(Hkv, hd)
+            kv.write(i, at, qk[None, H:].reshape(1, Hkv, hd), qkv[None, (H + Hkv) * hd:].reshape(1, Hkv, hd))
             lap(KV_WRITE)
-            y = self.attend(qk[:H], keys[i, 0, :, :pos + 1], values[i, 0, :, :pos + 1])  # (H·hd,): positions 0..pos
+            keys, values = kv.read(i, pos + 1)  # (1, Hkv, pos + 1, hd) each: positions 0..pos
+            y = self.attend(qk[:H], keys[0], values[0])  # (H·hd,)
             lap(ATTENTION)
             out = wo @ y  # (d,), or (rows,) whose first d are the product (FusedAttention.wo_padded)
             lap(PROJECTIONS)
@@ -146,12 +146,11 @@ class NumpyDecodeStep:
         own keys, up to its own position (`attend_rows`), all rows in one batched product."""
         cfg = self.cfg
         H, Hkv, hd = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
-        keys, values = cache.k.numpy(), cache.v.numpy()  # (L, B, Hkv, capacity, hd): the cache's own memory
+        kv = cache.numpy_layers()  # the cache's reads and writes on its own memory
         if self.threads is not None:
             blas.use_threads(self.threads)  # for its NumPy products (attention); the weights' run in PyTorch
         positions = np.asarray([int(p) for p in positions])  # (B,)
         B, T = len(positions), int(positions.max()) + 1  # T: the longest row's positions, 0..T-1
-        rows = np.arange(B)
         # -inf on the keys after each row's own position, 0 elsewhere: (B, 1, 1, T), added to each row's scores
         later = np.where(np.arange(T) > positions[:, None], np.float32(-np.inf), np.float32(0))[:, None, None, :]
         cos, sin = self.cos[positions][:, None], self.sin_signed[positions][:, None]  # (B, 1, 2, hd/2) each
@@ -166,10 +165,10 @@ class NumpyDecodeStep:
             qk = qkv[:, :(H + Hkv) * hd].reshape(B, H + Hkv, 2, hd // 2)  # each row's q and k heads, as halves
             qk = qk * cos + qk[:, :, ::-1] * sin  # RoPE, each row at its own position, (B, H + Hkv, 2, hd/2)
             lap(OTHER)
-            keys[i, rows, :, positions] = qk[:, H:].reshape(B, Hkv, hd)  # each row's (Hkv, hd) at its position
-            values[i, rows, :, positions] = qkv[:, (H + Hkv) * hd:].reshape(B, Hkv, hd)
+            kv.write(i, positions, qk[:, H:].reshape(B, Hkv, hd), qkv[:, (H + Hkv) * hd:].reshape(B, Hkv, hd))
             lap(KV_WRITE)
-            y = self.attend_rows(qk[:, :H], keys[i, :B, :, :T], values[i, :B, :, :T], later)  # (B, H·hd)
+            keys, values = kv.read(i, T)  # (B, Hkv, T, hd) each
+            y = self.attend_rows(qk[:, :H], keys, values, later)  # (B, H·hd)
             lap(ATTENTION)
             x = x + self.product(y, wo)  # the residual, (B, d)
             lap(PROJECTIONS)

@@ -2,7 +2,8 @@
 
 A step's plan (`Plan`) has two parts:
 
-1. decodes: every running sequence gets one more token, at its next position;
+1. decodes: every running sequence gets one more token, at its next position (run last, so that a newcomer
+   whose prefill ends in this step decodes in it too);
 2. prefills: passes over newcomers' prompts, in order, at most `prefill_chunk` positions a step (rows × the longest
    piece, padding included: `llmperf.prefills`), so that a long prompt is prefilled in pieces with the batch
    decoding between them (chunked prefill). A pass that reaches the end of its prompts gives each its next token.
@@ -161,8 +162,6 @@ class Scheduler:
         plan.decodes = list(self.running)
         self._admit(plan)
         self._plan_prefills(plan)
-        for seq in plan.decodes:
-            seq.computed = seq.num_tokens  # its newest token's keys and values are written by the decode pass
         return plan
 
     def _admit(self, plan: Plan) -> None:
@@ -220,7 +219,9 @@ class Scheduler:
                 seq.computed = min(seq.num_tokens, start + n)
             if done:
                 self.prefilling.popleft()
-                self.running += group.seqs  # decoding from the next step, once their first token exists
+                self.running += group.seqs
+                # They join this step's decode pass, once their first token exists, if a block is free for it
+                plan.decodes += [s for s in group.seqs if self.blocks.ensure(s.id, s.num_tokens + 1)]
             else:
                 break  # a prompt in pieces: one piece a step
 
@@ -274,9 +275,16 @@ class Scheduler:
                 self.running.remove(seq)
         self.prefilling.extendleft(Group([s], p.start) for s in reversed(p.seqs))
 
+    def decodable(self, plan: Plan) -> list[Sequence]:
+        """The plan's decodes that can run once its prefills have: still running (a failed pass's rows are not)
+        and not done (a newcomer's first token may have ended it)."""
+        return [s for s in plan.decodes if s in self.running and not s.request.done]
+
     def update(self, plan: Plan) -> None:
-        """After the step ran and its tokens were appended: name the blocks that filled, for the prefix cache,
-        and end the sequences whose requests are done."""
+        """After the step ran and its tokens were appended (`plan.decodes` now those that ran: `decodable`): name
+        the blocks that filled, for the prefix cache, and end the sequences whose requests are done."""
+        for seq in plan.decodes:
+            seq.computed = seq.num_tokens - 1  # every position but the newest token's
         for seq in [s for p in plan.prefills for s in p.seqs] + plan.decodes:
             if seq in self.order:
                 self.blocks.name_full_blocks(seq.id, seq.tokens, seq.computed)

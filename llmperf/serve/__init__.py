@@ -1,6 +1,6 @@
 """An OpenAI-compatible HTTP server over `llmperf.engine`: what chapter 6 measures.
 
-    python -m llmperf.serve [--port 8000] [--max-batch 8] [--policy continuous]
+    python -m llmperf.serve [--port 8000] [--max-num-seqs 8] [--block-size 16] [--policy continuous]
 
 Endpoints, as OpenAI's API defines them, so that the official `openai` client
 and standard benchmark clients work unchanged:
@@ -37,7 +37,8 @@ asyncio queue.
 The package's modules: `protocol` (OpenAI's fields, parsed and checked, with no
 HTTP and no model), `answer` (token ids to text, stop strings, the answer's
 chunks and bodies), `worker` (the engine's thread and its per-request queues),
-`exported` (/metrics), `server` (the Starlette application, its limits,
+`exported` (/metrics), `config` (every setting, resolved once: `resolve`),
+`server` (the Starlette application, its limits,
 `serve`, `background`) and
 `__main__` (the command).
 """
@@ -46,5 +47,6 @@ from __future__ import annotations
 
 from .answer import Answer  # noqa: F401
 from .protocol import APIError, Parsed, parse  # noqa: F401
+from .config import ServingConfig, resolve  # noqa: F401
 from .server import Served, background, create_app, serve  # noqa: F401
 from .worker import EngineThread  # noqa: F401

@@ -9,10 +9,13 @@ Read from the engine at each scrape (gauges and counters):
 
 | name | kind | what |
 |---|---|---|
-| vllm:num_requests_running | gauge | requests in a slot (being prefilled or decoded) |
-| vllm:num_requests_waiting | gauge | requests queued for a slot |
-| vllm:kv_cache_usage_perc | gauge | fraction (0 to 1) of the KV cache's positions holding a key and value |
-| vllm:prompt_tokens_total | counter | prompt tokens prefilled |
+| vllm:num_requests_running | gauge | requests admitted (being prefilled or decoded) |
+| vllm:num_requests_waiting | gauge | requests queued for admission (preempted ones included) |
+| vllm:kv_cache_usage_perc | gauge | fraction (0 to 1) of the KV pool's blocks that requests hold |
+| vllm:prefix_cache_queries_total | counter | prompt tokens looked up in the prefix cache, at each admission |
+| vllm:prefix_cache_hits_total | counter | of those, tokens found cached (whose prefill was skipped) |
+| vllm:num_preemptions_total | counter | requests preempted (blocks given back, to be prefilled again) |
+| vllm:prompt_tokens_total | counter | positions prefilled (recomputed ones included; cached ones not) |
 | vllm:generation_tokens_total | counter | tokens generated, whatever became of their request |
 | vllm:request_success_total | counter | requests ended, by finished_reason: stop, length, abort (the client left), error |
 
@@ -25,7 +28,7 @@ moment the engine was handed it, after its body was parsed and its prompt tokeni
 | vllm:inter_token_latency_seconds | each gap between two of its tokens |
 | vllm:request_time_per_output_token_seconds | its TPOT: (last − first token) ÷ (tokens − 1), if it had two or more |
 | vllm:e2e_request_latency_seconds | its last token's time |
-| vllm:request_queue_time_seconds | its wait for a slot |
+| vllm:request_queue_time_seconds | its wait for admission |
 | vllm:request_prompt_tokens, vllm:request_generation_tokens | its token counts |
 
 A client's clock adds the network and the parsing to each of these: `llmperf.bench` reports both views.
@@ -64,11 +67,15 @@ class _EngineState:
             c.add_metric(label, value)
             return c
 
-        yield gauge("vllm:num_requests_running", "Requests admitted: being prefilled (a slot kept for each) or decoded.", e.active)
-        yield gauge("vllm:num_requests_waiting", "Requests queued for a slot.", e.waiting)
-        yield gauge("vllm:kv_cache_usage_perc", "Fraction of the KV cache's positions in use (1 = all).",
-                    e.cache_usage)
-        yield counter("vllm:prompt_tokens", "Prompt tokens prefilled.", e.prompt_tokens)
+        scheduler = e.scheduler
+        yield gauge("vllm:num_requests_running", "Requests admitted: being prefilled or decoded.", e.active)
+        yield gauge("vllm:num_requests_waiting", "Requests queued for admission.", e.waiting)
+        yield gauge("vllm:kv_cache_usage_perc", "Fraction of the KV pool's blocks in use (1 = all).", e.cache_usage)
+        yield counter("vllm:prefix_cache_queries", "Prompt tokens looked up in the prefix cache.",
+                      scheduler.blocks.queries)
+        yield counter("vllm:prefix_cache_hits", "Prompt tokens found in the prefix cache.", scheduler.blocks.hits)
+        yield counter("vllm:num_preemptions", "Requests preempted (to be prefilled again).", scheduler.preemptions)
+        yield counter("vllm:prompt_tokens", "Positions prefilled.", e.prompt_tokens)
         yield counter("vllm:generation_tokens", "Tokens generated.", e.generated_tokens)
         ended = CounterMetricFamily("vllm:request_success", "Requests ended, by finish reason.",
                                     labels=["model_name", "finished_reason"])

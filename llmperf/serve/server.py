@@ -35,11 +35,11 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from ..engine import Engine, Request
-from ..fast import FusedTransformer
 from .answer import Answer
 from .exported import CONTENT_TYPE, Exported
 from .protocol import APIError, loads, parse
-from .worker import EngineThread, served_model
+from .config import ServingConfig, engine as serving_engine, resolve
+from .worker import EngineThread
 
 log = logging.getLogger("llmperf.serve")
 MAX_BODY = 1 << 20  # bytes: a 2,048-token context is a few KB of text, or of token ids
@@ -92,23 +92,18 @@ async def until_disconnected(http: HTTPRequest) -> None:
         pass
 
 
-def create_app(model, tokenizer, model_name: str = "smollm2-135m-instruct", max_batch: int = 8,
-               capacity: int = 2048, policy: str = "continuous", max_queue: int = 256, max_body: int = MAX_BODY,
-               body_timeout: float = BODY_TIMEOUT, idle_timeout: float = IDLE_TIMEOUT, fast: bool = True,
-               prefill_chunk: int | None = None) -> Starlette:
-    """The Starlette application serving `model` under the name `model_name`.
-
-    With `fast` (the default) the engine runs `llmperf.fast.fuse(model, pack=True)` (made once per model and
-    shared: `worker.served_model`): the same function, whose decode steps, float32 on a CPU, are NumPy's, one
-    matrix product per weight for the whole batch, from weights packed once where that is faster here (measured
-    once per host); `fast=False` serves the plain teaching model as it is. A body must arrive within
-    `body_timeout` s and be at most `max_body` bytes; a connection that has not sent a whole request head within
-    `idle_timeout` s of opening (or of its last answer) is closed. A step prefills at most `prefill_chunk`
-    positions of newcomers' prompts before it decodes (`llmperf.prefills`; None: the device's default,
-    `device.prefill_chunk`)."""
-    if fast and not isinstance(model, FusedTransformer):
-        model = served_model(model)
-    engine = Engine(model, max_batch=max_batch, capacity=capacity, policy=policy, prefill_chunk=prefill_chunk)
+def create_app(model, tokenizer, config: ServingConfig | None = None, model_name: str = "smollm2-135m-instruct",
+               max_body: int = MAX_BODY, body_timeout: float = BODY_TIMEOUT, idle_timeout: float = IDLE_TIMEOUT,
+               **settings) -> Starlette:
+    """The Starlette application serving `model`, as it is, under the name `model_name`, with the settings of
+    `config` (`config.resolve`, which the caller calls once); without one, `settings` are resolve's keywords
+    (max_num_seqs, max_model_len, block_size, ...). A server decodes fastest with `fast.served(model)`: the fused
+    model, packed, whose float32 CPU decode steps run in NumPy. A body must arrive within `body_timeout` s and be
+    at most `max_body` bytes; a connection that has not sent a whole request head within `idle_timeout` s of
+    opening (or of its last answer) is closed."""
+    config = config or resolve(model, **settings)
+    engine = serving_engine(model, config)
+    capacity, max_queue = config.max_model_len, config.max_queue
     exported = Exported(engine, model_name)
     worker = EngineThread(engine, on_end=exported.ended)
     created = int(time.time())
@@ -224,6 +219,7 @@ def create_app(model, tokenizer, model_name: str = "smollm2-135m-instruct", max_
     app = Starlette(routes=routes, lifespan=lifespan,
                     exception_handlers={HTTPException: http_error, Exception: unexpected})
     app.state.engine, app.state.worker, app.state.idle_timeout = engine, worker, idle_timeout
+    app.state.config = config
     return app
 
 
@@ -297,7 +293,7 @@ def background(app: Starlette, host: str = "127.0.0.1", port: int = 0, timeout: 
     notebook, a test or a benchmark measures the server from the same process: the clients run in the main
     thread, the web server and the engine in their own.
 
-        with background(create_app(model, tokenizer, max_batch=8)) as server:
+        with background(create_app(model, tokenizer, max_num_seqs=8)) as server:
             records = asyncio.run(bench.run(server.url, "smollm2-135m-instruct", prompts, 16, rate=2.0))
     """
     server = _server(app, host, port)

@@ -28,13 +28,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-import weakref
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from .. import params
 from ..engine import Engine, Request
-from ..fast import FusedTransformer, fuse
 from .protocol import APIError
 
 log = logging.getLogger("llmperf.serve")
@@ -82,7 +80,7 @@ class EngineThread:
         with self._queues_lock:  # before the engine has it, so that no token can come before its queue exists
             self.queues[request.id] = (asyncio.get_running_loop(), queue, request)
         try:
-            self.engine.submit(request)
+            self.engine.add(request)  # checked once already, by the protocol (`protocol.parse`)
         except Exception as e:  # refused: nothing of it may stay behind
             with self._queues_lock:
                 self.queues.pop(request.id, None)
@@ -173,15 +171,3 @@ def _put(loop: asyncio.AbstractEventLoop, queue: asyncio.Queue, item) -> None:
         loop.call_soon_threadsafe(queue.put_nowait, item)
     except RuntimeError:  # that event loop has closed: nobody is waiting
         pass
-
-
-_FUSED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # model -> its fused, packed model
-
-
-def served_model(model) -> FusedTransformer:
-    """`fuse(model, pack=True)`, made once per model and shared by every server of it while the model lives: a
-    notebook starts several servers of one model, and packing copies every weight (seconds, and as much memory
-    again). The engines share only the weights, which they read; each has its own KV cache."""
-    if model not in _FUSED:
-        _FUSED[model] = fuse(model, pack=True)
-    return _FUSED[model]

@@ -13,6 +13,7 @@ from functools import cached_property
 import pandas as pd
 
 from ... import bench, metrics
+from ...fast import served
 from ...metrics import RequestRecord
 from ...prefills import PREFILL_CHUNK
 from ...serve import background, create_app
@@ -169,7 +170,8 @@ def stall_loops(s: Setup) -> Loops:
     prompts[k] = bench.synthetic_prompts(1, z.serve_long_prompt, vocab=s.tokenizer.vocab_size, seed=2)[0]
     lengths = request_lengths(n, z.serve_new_tokens)
     lengths[k] = 1  # the long request asks for one token
-    app = create_app(s.model, s.tokenizer, max_batch=z.serve_batch, capacity=z.serve_long_prompt + z.serve_new_tokens)
+    app = create_app(served(s.model), s.tokenizer, max_num_seqs=z.serve_batch,
+                     max_model_len=z.serve_long_prompt + z.serve_new_tokens)
     with background(app) as server:
         load = {"concurrency": z.serve_batch}
         closed = Loop("closed", load, *watched_load(server, prompts, lengths, **load), k)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ... import bench
+from ...fast import served
 from ...bench.sweep import Sweep
 from ...book import Collapsed
 from ...serve import background, create_app
@@ -115,7 +116,8 @@ def rate_sweep(s: Setup, objectives: dict[str, float]) -> RateSweep:
     z = s.sizes
     n, new = max(4, z.serve_requests // 3), max(2, z.serve_new_tokens // 2)
     prompts = bench.synthetic_prompts(n, z.serve_prompt, vocab=s.tokenizer.vocab_size, seed=1)
-    app = create_app(s.model, s.tokenizer, max_batch=z.serve_batch, capacity=z.serve_prompt + z.serve_new_tokens)
+    app = create_app(served(s.model), s.tokenizer, max_num_seqs=z.serve_batch,
+                     max_model_len=z.serve_prompt + z.serve_new_tokens)
     with background(app) as server:
         result = synchronously(bench.sweep(server.url, NAME, prompts, new, steps=STEPS,
                                            objectives=objectives, warmups=2, show_progress=False))

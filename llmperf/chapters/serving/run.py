@@ -12,6 +12,7 @@ from functools import cached_property
 import pandas as pd
 
 from ... import bench, metrics
+from ...fast import served
 from ...metrics import RequestRecord
 from ...serve import background, create_app
 from ..setup import Setup
@@ -186,7 +187,8 @@ def closed_run(s: Setup) -> Run:
     z = s.sizes
     asked = request_lengths(z.serve_requests, z.serve_new_tokens)
     prompts = bench.synthetic_prompts(z.serve_requests, z.serve_prompt, vocab=s.tokenizer.vocab_size, seed=0)
-    app = create_app(s.model, s.tokenizer, max_batch=z.serve_batch, capacity=z.serve_prompt + z.serve_new_tokens)
+    app = create_app(served(s.model), s.tokenizer, max_num_seqs=z.serve_batch,
+                     max_model_len=z.serve_prompt + z.serve_new_tokens)
     with background(app) as server:
         requests, polled = watched_load(server, prompts, asked, concurrency=z.serve_batch)
     return Run(s.device.type, z.serve_batch, z.serve_prompt, z.serve_new_tokens, asked, requests, polled)
@@ -197,7 +199,8 @@ def lone_request(s: Setup, tokens: int) -> RequestRecord:
     streamed: its record."""
     prompt = s.sizes.serve_prompt
     prompts = bench.synthetic_prompts(1, prompt, vocab=s.tokenizer.vocab_size, seed=3)
-    with background(create_app(s.model, s.tokenizer, max_batch=1, capacity=prompt + tokens)) as server:
+    with background(create_app(served(s.model), s.tokenizer, max_num_seqs=1,
+                               max_model_len=prompt + tokens)) as server:
         [record] = unwatched_load(server, prompts, tokens, concurrency=1)
     return record
 

@@ -13,6 +13,7 @@ from functools import cached_property
 import pandas as pd
 
 from ... import bench, metrics
+from ...fast import served
 from ...book import Collapsed
 from ...metrics import RequestRecord
 from ...prefills import PREFILL_CHUNK
@@ -175,7 +176,8 @@ def batch_sweep(s: Setup) -> BatchSweep:
     z, points = s.sizes, []
     for b in z.serve_batches:
         prompts = bench.synthetic_prompts(max(4, 2 * b), z.serve_prompt, vocab=s.tokenizer.vocab_size, seed=b)
-        app = create_app(s.model, s.tokenizer, max_batch=b, capacity=z.serve_prompt + z.serve_new_tokens)
+        app = create_app(served(s.model), s.tokenizer, max_num_seqs=b,
+                         max_model_len=z.serve_prompt + z.serve_new_tokens)
         with background(app) as server:
             requests = unwatched_load(server, prompts, z.serve_new_tokens, concurrency=b)
             points.append(BatchPoint(b, requests, dict(server.engine.prefills), server.engine.prefill_chunk))
