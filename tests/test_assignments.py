@@ -44,6 +44,7 @@ class Plant:
     old: str
     new: str
     breaks: str
+    says: str = ""  # a pattern the failed case's feedback must match: it names what went wrong
 
 
 PLANTS = {
@@ -73,6 +74,15 @@ PLANTS = {
         old="        passes.append((len(guess), accepted))",
         new="        passes.append((len(guess), accepted + 1))",
         breaks="q2 - 3"),
+    "a6_block_manager": Plant(
+        why="free that lets go of a block only when its count is 1, so a shared block never loses the reference "
+            "of the table that freed it: it leaks, never free again",
+        old="        self.ref_counts[block] -= 1\n        if self.ref_counts[block] == 0:",
+        new="        if self.ref_counts[block] == 1:  # a shared block stays with its other tables\n"
+            "            self.ref_counts[block] = 0",
+        breaks="q3 - 5",
+        says=r"call \d+: free\('r\d+'\): block \d+ is held by 1 table \['r\d+'\]: expected its reference count "
+             r"to be 1, got 2"),
 }
 
 
@@ -145,6 +155,8 @@ def test_planted_mistake_loses_exactly_its_test(graded, request):
     assert g.failed_cases == [plant.breaks], (
         f"planted mistake ({plant.why}): expected only {plant.breaks} to fail, got {g.failed_cases}")
     assert g.score == g.max_score - graded.cases[plant.breaks][0]
+    feedback = " ".join(g.feedback[plant.breaks.split(" - ")[0]].split())
+    assert re.search(plant.says, feedback), f"the feedback on {plant.breaks} should match {plant.says!r}:\n{feedback}"
 
 
 def test_feedback_says_what_was_expected(graded):

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from llmperf.request import Request
 from llmperf.scheduler import BlockManager, Scheduler
-from llmperf.scheduler.blocks import OutOfBlocks, prefix_hashes
+from llmperf.scheduler.blocks import OutOfBlocks, check_invariants, prefix_hashes
 
 
 class FakeModel:
@@ -90,11 +90,7 @@ def test_any_schedule_keeps_the_blocks_right(requests, block_size, spare, max_nu
         assert s.active <= max_num_seqs and (policy != "static" or not plan.admitted or s.active == plan.admitted)
         model.step(plan, rng)
         s.update(plan)
-        s.blocks.check()
-        for block, count in enumerate(s.blocks.ref_counts):
-            assert count <= 1 or s.blocks.names[block] is not None, "an unnamed block is held twice"
-        for table in s.blocks.tables.values():
-            assert len(set(table)) == len(table), "a table holds a block twice"
+        s.blocks.check()  # among them: no table holds a block twice, and only named blocks are shared
         step += 1
     assert s.idle, "the scheduler never finished"
     assert all(r.done for r, _ in sent), "a request neither finished nor was refused"
@@ -160,6 +156,27 @@ def test_block_manager_refuses_and_forgets():
     m.allocate("b", 1)  # lends the least recently freed (a table's last block is freed first) and forgets its name
     assert len(m.cached) == 1 and m.peek([1, 2, 3, 4, 5]) == [0]  # the prompt's first block is still found
     assert len(prefix_hashes([1, 2, 3], 2)) == 1
+
+
+def test_the_invariant_check_names_the_block():
+    m = BlockManager(4, 2)
+    m.lookup("a", [1, 2, 3])
+    m.ensure("a", 3)
+    m.name_full_blocks("a", [1, 2, 3], 3)
+    m.lookup("b", [1, 2, 3])
+    m.check()
+    m.ref_counts[0] += 1  # a free that forgot to drop one reference: block 0 could never be lent again
+    with pytest.raises(AssertionError, match=r"block 0 is held by 2 tables \['a', 'b'\]: expected its reference "
+                                             r"count to be 2, got 3"):
+        check_invariants(m)
+    m.ref_counts[0] -= 1
+    m.tables["b"].append(0)
+    with pytest.raises(AssertionError, match=r"sequence 'b'.s table holds a block twice: \[0, 0\]"):
+        m.check()
+    m.tables["b"] = [1]
+    m.ref_counts[0], m.ref_counts[1] = 1, 2
+    with pytest.raises(AssertionError, match="block 1 is held by 2 tables .* but has no name"):
+        m.check()
 
 
 @pytest.mark.parametrize("kwargs, message", [
