@@ -174,7 +174,7 @@ def test_a_request_that_fails_fails_alone(tiny, monkeypatch):
     finish reason "error" and what failed; the requests decoded beside them get the tokens they get alone."""
     calls = {666: 0, 667: 0}
 
-    def doomed(logits, temperature, top_k, generator):
+    def doomed(logits, temperature, top_k, generator, top_p):
         if generator is None or generator.initial_seed() not in calls:
             return False
         calls[generator.initial_seed()] += 1

@@ -57,7 +57,7 @@ def test_a_bad_request_sent_into_a_running_batch_leaves_the_others_unchanged(slo
     url, app = slowed
     prompts = ["The sky is", "Once upon a time", "1, 2, 3,"]
     alone = [completion(url, prompt=p, max_tokens=40).json()["choices"][0]["text"] for p in prompts]
-    failing_on(monkeypatch, "sample", lambda logits, t, k, generator: generator is not None
+    failing_on(monkeypatch, "sample", lambda logits, t, k, generator, p: generator is not None
                and generator.initial_seed() == 666)
 
     async def batch():
