@@ -80,10 +80,10 @@ class Engine:
         `request`; normalise its numbers to plain Python ones. The same checks as `generate` and the server,
         against this engine's `capacity`."""
         request.prompt = prompt = params.token_ids(request.prompt)
-        request.max_tokens, request.temperature, request.top_k, request.seed = params.check(
+        request.max_tokens, request.temperature, request.top_k, request.top_p, request.seed = params.check(
             prompt_tokens=len(prompt), lowest_id=min(prompt, default=0), highest_id=max(prompt, default=0),
-            max_tokens=request.max_tokens, temperature=request.temperature, top_k=request.top_k, seed=request.seed,
-            context=self.capacity, vocab_size=self.model.cfg.vocab_size)
+            max_tokens=request.max_tokens, temperature=request.temperature, top_k=request.top_k,
+            top_p=request.top_p, seed=request.seed, context=self.capacity, vocab_size=self.model.cfg.vocab_size)
 
     def submit(self, request: Request) -> Request:
         """Check `request`, then queue it (`add`). Returns it."""

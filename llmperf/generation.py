@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 
 import torch
 
-from . import params
+from . import params, sampler
 from .device import synchronize
 from .kv_cache import KVCache
 from .model import Transformer
@@ -66,24 +66,18 @@ def decode_step(model: Transformer, token: torch.Tensor, pos: "int | torch.Tenso
 
 
 def sample(logits: torch.Tensor, temperature: float = 0.0, top_k: int | None = None,
-           generator: torch.Generator | None = None) -> torch.Tensor:
+           generator: torch.Generator | None = None, top_p: float = 1.0) -> torch.Tensor:
     """Next token per sequence, (B, 1), from logits (B, vocab). temperature 0 means greedy (argmax).
 
-    The logits are shifted so that the largest is 0 before dividing by the temperature: softmax is the same,
-    and a tiny temperature sends the others to -inf, never inf - inf = NaN, so it samples the argmax. A
-    temperature below float32's smallest normal number (1e-300 is 0 in float32, and 0 / 0 is NaN) divides as
-    that number, which gives the same distribution: all of it on the largest logits.
+    Every row at the same temperature, top-k and top-p (`sampler.probabilities` says what each does), and all
+    of them drawn from `generator` as one (B, vocab) block of noise (`sampler.multinomial`): the arithmetic and
+    the draw of `sampler.sample_rows`, which gives a seeded row of a mixed batch this function's token for it.
     """
     if temperature == 0.0:
         return logits.argmax(dim=-1, keepdim=True)
-    logits = logits.float()
-    temperature = max(temperature, torch.finfo(torch.float32).tiny)
-    logits = (logits - logits.amax(dim=-1, keepdim=True)) / temperature  # (B, vocab), each row's largest 0
-    if top_k is not None:
-        kth = torch.topk(logits, min(top_k, logits.shape[-1]), dim=-1).values[:, -1:]  # (B, 1)
-        logits = logits.masked_fill(logits < kth, float("-inf"))
-    probs = torch.softmax(logits, dim=-1)
-    return torch.multinomial(probs, 1, generator=generator)
+    B = logits.shape[0]
+    probs = sampler.probabilities(logits, [temperature] * B, [top_k] * B, [top_p] * B)  # (B, vocab)
+    return sampler.multinomial(probs, generator)[:, None]  # (B, 1)
 
 
 def as_batch(prompt_ids, device: torch.device) -> torch.Tensor:
@@ -103,19 +97,21 @@ def as_batch(prompt_ids, device: torch.device) -> torch.Tensor:
 
 
 def _check_request(model: Transformer, tokens: torch.Tensor, max_new_tokens: int, temperature: float,
-                   top_k: int | None, seed: int | None = None) -> tuple[int, float, int | None, int | None]:
+                   top_k: int | None, seed: int | None = None, top_p: float = 1.0
+                   ) -> tuple[int, float, int | None, float, int | None]:
     """`params.check` against the model's whole context (max_seq_len): the same checks, and messages, as the
     engine and the server."""
     empty = tokens.numel() == 0
     return params.check(prompt_tokens=tokens.shape[1], lowest_id=0 if empty else int(tokens.min()),
                         highest_id=0 if empty else int(tokens.max()),
-                        max_tokens=max_new_tokens, temperature=temperature, top_k=top_k, seed=seed,
+                        max_tokens=max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
                         context=model.cfg.max_seq_len, vocab_size=model.cfg.vocab_size)
 
 
 @torch.inference_mode()
 def _token_steps(model: Transformer, tokens: torch.Tensor, max_new_tokens: int, *, cache: bool,
-                 temperature: float = 0.0, top_k: int | None = None, seed: int | None = None) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+                 temperature: float = 0.0, top_k: int | None = None, top_p: float = 1.0,
+                 seed: int | None = None) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """Yield each new token (B, 1), with the logits (B, vocab) it was sampled from, as soon as it is sampled
     (not synchronised)."""
     generator = None
@@ -125,24 +121,24 @@ def _token_steps(model: Transformer, tokens: torch.Tensor, max_new_tokens: int, 
     if cache:
         kv = new_cache(model, B, S + max_new_tokens)
         logits = prefill(model, tokens, kv)
-        token = sample(logits, temperature, top_k, generator)
+        token = sample(logits, temperature, top_k, generator, top_p)
         yield token, logits
         for pos in range(S, S + max_new_tokens - 1):
             logits = decode_step(model, token, pos, kv)
-            token = sample(logits, temperature, top_k, generator)
+            token = sample(logits, temperature, top_k, generator, top_p)
             yield token, logits
     else:
         seq = tokens
         for _ in range(max_new_tokens):
             logits = model(seq, last_only=True)[:, -1]  # the whole sequence again, every step
-            token = sample(logits, temperature, top_k, generator)
+            token = sample(logits, temperature, top_k, generator, top_p)
             seq = torch.cat([seq, token], dim=1)
             yield token, logits
 
 
 def generate(model: Transformer, prompt_ids, max_new_tokens: int, cache: bool = True,
              temperature: float = 0.0, top_k: int | None = None, seed: int | None = None,
-             stop_ids: Sequence[int] = ()) -> torch.Tensor:
+             stop_ids: Sequence[int] = (), top_p: float = 1.0) -> torch.Tensor:
     """Generate up to `max_new_tokens` tokens after `prompt_ids`; return only the new ones.
 
     prompt_ids: a list of ids or a 1-D tensor (one sequence), or a (B, S) tensor.
@@ -151,12 +147,13 @@ def generate(model: Transformer, prompt_ids, max_new_tokens: int, cache: bool = 
     cache=False runs the naive loop, which recomputes the whole sequence every step.
     """
     tokens = as_batch(prompt_ids, model.device)
-    max_new_tokens, temperature, top_k, seed = _check_request(model, tokens, max_new_tokens, temperature, top_k, seed)
+    max_new_tokens, temperature, top_k, top_p, seed = _check_request(model, tokens, max_new_tokens, temperature,
+                                                                     top_k, seed, top_p)
     stop = torch.tensor(list(stop_ids), dtype=torch.long, device=tokens.device)
     done = torch.zeros(tokens.shape[0], dtype=torch.bool, device=tokens.device)
     out = []
     for token, _ in _token_steps(model, tokens, max_new_tokens, cache=cache, temperature=temperature, top_k=top_k,
-                                     seed=seed):
+                                 top_p=top_p, seed=seed):
         out.append(token)
         if len(stop_ids):
             done |= torch.isin(token[:, 0], stop)
@@ -168,7 +165,7 @@ def generate(model: Transformer, prompt_ids, max_new_tokens: int, cache: bool = 
 
 def stream(model: Transformer, prompt_ids, max_new_tokens: int, temperature: float = 0.0,
            top_k: int | None = None, seed: int | None = None,
-           stop_ids: Sequence[int] = ()) -> Iterator[tuple[int, float]]:
+           stop_ids: Sequence[int] = (), top_p: float = 1.0) -> Iterator[tuple[int, float]]:
     """Yield (token_id, time) for each new token of one sequence, as it becomes available.
 
     `time` is time.perf_counter() right after the device finished computing that
@@ -179,9 +176,10 @@ def stream(model: Transformer, prompt_ids, max_new_tokens: int, temperature: flo
     if tokens.shape[0] != 1:
         raise ValueError(f"stream() serves one sequence; got a batch of {tokens.shape[0]}. "
                          "Use generate() for batches.")
-    max_new_tokens, temperature, top_k, seed = _check_request(model, tokens, max_new_tokens, temperature, top_k, seed)
+    max_new_tokens, temperature, top_k, top_p, seed = _check_request(model, tokens, max_new_tokens, temperature,
+                                                                     top_k, seed, top_p)
     for token, _ in _token_steps(model, tokens, max_new_tokens, cache=True, temperature=temperature, top_k=top_k,
-                                     seed=seed):
+                                 top_p=top_p, seed=seed):
         synchronize(tokens.device)
         token_id = int(token)
         yield token_id, time.perf_counter()

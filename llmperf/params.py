@@ -1,11 +1,14 @@
 """Generation parameters, checked in one place: `generate`, the engine and the server all call `check`.
 
-A request is a prompt and four numbers: how many tokens to generate, the
-sampling temperature, top-k and a seed. Each has a range outside of which the
-loop would fail, or worse, go on with garbage:
+A request is a prompt and five numbers: how many tokens to generate, the
+sampling temperature, top-k, top-p and a seed. Each has a range outside of
+which the loop would fail, or worse, go on with garbage:
 
-- a NaN or infinite temperature turns every probability into NaN, and
-  `torch.multinomial` raises (in a batch, for every sequence decoded beside it);
+- a NaN or infinite temperature turns every probability into NaN, and the
+  sampler draws some token from them without a word (it does not read the
+  values back: that would make the host wait for the device);
+- a top-p of 0 or less keeps no token, and one above 1, or NaN, is not a
+  probability;
 - a seed outside 64 bits overflows `torch.Generator.manual_seed`;
 - a prompt and an answer longer than the KV cache overflow it;
 - a token id outside the vocabulary indexes past the embedding table.
@@ -13,8 +16,8 @@ loop would fail, or worse, go on with garbage:
 So every caller checks the same way, before any work, and gets the same
 message: `InvalidParameter`, a ValueError whose `param` names the field as
 OpenAI's API spells it ("prompt", "max_tokens", "temperature", "top_k",
-"seed"). The messages name quantities in words, so that they read the same
-from `generate(max_new_tokens=...)` as from a JSON body's "max_tokens".
+"top_p", "seed"). The messages name quantities in words, so that they read the
+same from `generate(max_new_tokens=...)` as from a JSON body's "max_tokens".
 
 No torch here: the server's protocol code imports this without the model.
 """
@@ -74,13 +77,13 @@ def check_text(text: str, param: str) -> None:
 
 
 def check(*, prompt_tokens: int, lowest_id: int, highest_id: int, max_tokens, temperature=0.0, top_k=None,
-          seed=None, context: int, vocab_size: int, prompt_param: str = "prompt",
-          length_param: str = "max_tokens") -> tuple[int, float, int | None, int | None]:
+          top_p=1.0, seed=None, context: int, vocab_size: int, prompt_param: str = "prompt",
+          length_param: str = "max_tokens") -> tuple[int, float, int | None, float, int | None]:
     """Check one request against a `context` of positions and a vocabulary of `vocab_size` ids.
 
     The prompt is given by its length and its lowest and highest token ids (all that is checked of it). Returns
-    (max_tokens, temperature, top_k, seed) as plain Python numbers; raises InvalidParameter, naming the first
-    field that is wrong, in the order prompt, max_tokens, temperature, top_k, seed. `prompt_param` and
+    (max_tokens, temperature, top_k, top_p, seed) as plain Python numbers; raises InvalidParameter, naming the
+    first field that is wrong, in the order prompt, max_tokens, temperature, top_k, top_p, seed. `prompt_param` and
     `length_param` are the names the caller's fields go by ("messages", "max_completion_tokens").
     """
     if prompt_tokens < 1:
@@ -109,9 +112,12 @@ def check(*, prompt_tokens: int, lowest_id: int, highest_id: int, max_tokens, te
         top_k = whole_number(top_k, "top_k", "top_k")
         if top_k < 1:
             raise InvalidParameter("top_k", f"top_k must be at least 1 (or left out: every token), got {top_k}.")
+    if isinstance(top_p, bool) or not isinstance(top_p, Real) or not (math.isfinite(top_p) and 0 < top_p <= 1):
+        raise InvalidParameter("top_p", f"top_p must be a number above 0 and at most 1 (1: every token), got "
+                               f"{shown(top_p)}.")
     if seed is not None:
         seed = whole_number(seed, "seed", "seed")
         if not SEED_MIN <= seed <= SEED_MAX:
             raise InvalidParameter("seed", f"seed must fit in a signed 64-bit integer, [-2**63, 2**63 - 1], "
                                    f"got {seed}.")
-    return max_tokens, float(temperature), top_k, seed
+    return max_tokens, float(temperature), top_k, float(top_p), seed

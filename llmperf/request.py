@@ -19,6 +19,7 @@ class Request:
     max_tokens: int
     temperature: float = 0.0
     top_k: int | None = None
+    top_p: float = 1.0
     stop_ids: Sequence[int] = ()
     seed: int | None = None
     id: int = field(default_factory=itertools.count().__next__)

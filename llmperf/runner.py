@@ -58,7 +58,7 @@ class ModelRunner:
             if r.seed is not None and r.id not in self.generators:
                 self.generators[r.id] = torch.Generator(device=self.model.device).manual_seed(r.seed)
         tokens = sample_rows(logits, [r.temperature for r in requests], [r.top_k for r in requests],
-                             [getattr(r, 'top_p', 1.0) for r in requests], [self.generators.get(r.id) for r in requests])
+                             [r.top_p for r in requests], [self.generators.get(r.id) for r in requests])
         return tokens.tolist()  # the step's one wait for the device
 
     def forget(self, request_id: int) -> None:

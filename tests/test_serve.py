@@ -80,7 +80,11 @@ def test_streamed_chunks_match_usage(server):
     (b'{"model": "%s", "prompt": "a\\ud800"}' % NAME.encode(), 400, "prompt", "lone UTF-16 surrogate"),
     (b'{"model": "%s", "prompt": "hi", "stop": ["a\\udfff"]}' % NAME.encode(), 400, "stop", "lone UTF-16 surrogate"),
     ({"model": NAME, "prompt": "hi", "n": 2}, 400, "n", "'n' is not supported by this server: leave it out, or send 1"),
-    ({"model": NAME, "prompt": "hi", "top_p": 0.5}, 400, "top_p", "or send 1"),
+    ({"model": NAME, "prompt": "hi", "top_p": 0}, 400, "top_p", "top_p must be a number above 0 and at most 1"),
+    ({"model": NAME, "prompt": "hi", "top_p": 1.01}, 400, "top_p", "at most 1 (1: every token), got 1.01"),
+    ({"model": NAME, "prompt": "hi", "top_p": "0.5"}, 400, "top_p", "got '0.5'"),
+    (b'{"model": "%s", "prompt": "hi", "top_p": NaN}' % NAME.encode(), 400, "top_p", "got nan"),
+    ({"model": NAME, "prompt": "hi", "min_p": 0.5}, 400, "min_p", "or send 0"),
     ({"model": NAME, "prompt": "hi", "echo": True}, 400, "echo", "or send false"),
     (b'{"model": "x", "prompt": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", 400, None, "nests JSON too deeply"),
     (b'{"model": "x", "prompt": ' + b"[" * 20 + b"]" * 20 + b"}", 400, "prompt", "more than 16 deep"),
@@ -95,6 +99,16 @@ def test_bad_requests_get_openai_errors_and_the_server_keeps_serving(server, pay
     assert r.json()["error"]["param"] == param and {"message", "type", "param", "code"} <= r.json()["error"].keys()
     ok = httpx.post(f"{url}/v1/completions", json={"model": NAME, "prompt": "hi", "max_tokens": 2})
     assert ok.status_code == 200
+
+
+def test_a_small_top_p_is_served_as_greedy(server):
+    """top_p 1e-6 keeps only the most likely token of each step: at temperature 1 the answer is the greedy one."""
+    url, _ = server
+    body = {"model": NAME, "prompt": "Once upon a time", "max_tokens": 12, "ignore_eos": True}
+    greedy = httpx.post(f"{url}/v1/completions", json={**body, "temperature": 0})
+    nucleus = httpx.post(f"{url}/v1/completions", json={**body, "temperature": 1.0, "top_p": 1e-6, "seed": 3})
+    assert greedy.status_code == nucleus.status_code == 200, nucleus.text
+    assert nucleus.json()["choices"][0]["text"] == greedy.json()["choices"][0]["text"]
 
 
 def test_bad_chat_messages(server):
@@ -370,7 +384,7 @@ def test_background_says_when_the_port_is_taken(smollm2):
 def parsed(tokenizer, stop=(), chat=False, ignore_eos=False):
     from llmperf.serve import Parsed
 
-    return Parsed([1, 2], 8, 0.0, None, None, () if ignore_eos else (tokenizer.eos_id,), tuple(stop), True, True,
+    return Parsed([1, 2], 8, 0.0, None, 1.0, None, () if ignore_eos else (tokenizer.eos_id,), tuple(stop), True, True,
                   chat)
 
 

@@ -54,7 +54,8 @@ EDGES = {  # values at and just past the edge of each field's range, and of each
     "stream": [0, 1, "true", []],
     "stream_options": [{}, {"include_usage": 1}, {"include_usage": "yes"}, {"include_usage": None}, [], True],
     "ignore_eos": [0, 1, "true", None],
-    "n": [1, 2, 0, 1.0, True], "top_p": [1, 1.0, 0.99, True], "logprobs": [False, True, 0, 1],
+    "top_p": [0, 0.0, -1e-9, 1e-300, 5e-324, 0.5, 1, 1.0, 1 + 1e-9, 2, math.nan, math.inf, True, "1"],
+    "n": [1, 2, 0, 1.0, True], "logprobs": [False, True, 0, 1],
     "prompt": ["", "\ud800", [], [0], [VOCAB - 1], [VOCAB], [-1], many[:CAPACITY - 4], many[1:], many, [1.0],
                [True], ["a"], [[1, 2]], "<|im_end|>", {"text": "hi"}],
     "messages": [[], [{"role": "tool", "content": "x"}], [{"role": "user"}], [{"role": "assistant"}],
@@ -68,6 +69,7 @@ COMMON = {
     "max_completion_tokens": sometimes(counts, edges=EDGES["max_completion_tokens"]),
     "temperature": sometimes(st.floats(-1, 3), st.integers(-1, 3), edges=EDGES["temperature"]),
     "top_k": sometimes(st.integers(-3, VOCAB + 3), edges=EDGES["top_k"]),
+    "top_p": sometimes(st.floats(-1, 2), st.integers(-1, 2), edges=EDGES["top_p"]),
     "seed": sometimes(st.integers(-2**64, 2**64), edges=EDGES["seed"]),
     "stop": sometimes(text, st.lists(text, max_size=5), edges=EDGES["stop"]),
     "stream": sometimes(st.booleans(), edges=EDGES["stream"]),
@@ -97,6 +99,7 @@ VALID_PROMPTS = {
 VALID = {
     "max_tokens": st.integers(1, 24), "max_completion_tokens": st.integers(1, 24),
     "temperature": st.floats(0, 2) | st.integers(0, 2) | st.just(1e-300), "top_k": st.integers(-1, 100),
+    "top_p": st.floats(0, 1, exclude_min=True) | st.just(1) | st.just(1e-300),
     "seed": st.integers(-2**63, 2**63 - 1), "stop": good_text | st.lists(good_text, max_size=4),
     "stream": st.booleans(), "ignore_eos": st.booleans(),
     "stream_options": st.fixed_dictionaries({}, optional={"include_usage": st.booleans()}),
@@ -190,6 +193,9 @@ def wrong_fields(body: dict, chat: bool, tokenizer) -> set[str]:
     k = body.get("top_k")
     if k is not None and not (whole(k) and (k >= 1 or k in (0, -1))):
         wrong.add("top_k")
+    p = body.get("top_p")
+    if p is not None and not (number(p) and math.isfinite(p) and 0 < p <= 1):
+        wrong.add("top_p")
     seed = body.get("seed")
     if seed is not None and not (whole(seed) and -2**63 <= seed < 2**63):
         wrong.add("seed")
@@ -286,7 +292,7 @@ def test_the_streamed_text_is_the_whole_text_cut_at_the_first_stop(smollm2, data
     stops = data.draw(st.lists(st.builds(lambda a, n: whole[a:a + n], st.integers(0, max(len(whole) - 1, 0)),
                                          st.integers(1, 6)) | st.text(min_size=1, max_size=3), max_size=2))
     stops = [s for s in stops if s]
-    answer = Answer(Parsed([1], 64, 0.0, None, None, (), tuple(stops), True, False, False), tokenizer, NAME)
+    answer = Answer(Parsed([1], 64, 0.0, None, 1.0, None, (), tuple(stops), True, False, False), tokenizer, NAME)
     chunks = [answer.add(i) for i in ids if not answer.stopped]
     chunks.append(answer.flush())
     cut = min((at for at in (whole.find(s) for s in stops) if at != -1), default=len(whole))

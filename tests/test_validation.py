@@ -15,7 +15,7 @@ from tests.served import NAME, create_app, running, small_model
 
 CONTEXT = 64  # the model's max_seq_len, the engine's capacity and the server's: one context for all three
 
-# (prompt ids, max new tokens, {temperature, top_k, seed}), the field that is wrong, and words of its message.
+# (prompt ids, max new tokens, {temperature, top_k, top_p, seed}), the field that is wrong, and words of its message.
 BAD = [
     ([], 4, {}, "prompt", "The prompt is empty"),
     ([1, "a"], 4, {}, "prompt", "item 1 is 'a' (str)"),
@@ -37,6 +37,13 @@ BAD = [
     ([1, 2], 4, {"temperature": True}, "temperature", "got True"),
     ([1, 2], 4, {"top_k": -5}, "top_k", "at least 1 (or left out: every token), got -5"),
     ([1, 2], 4, {"top_k": 1.5}, "top_k", "whole number, got 1.5"),
+    ([1, 2], 4, {"top_p": 0}, "top_p", "top_p must be a number above 0 and at most 1 (1: every token), got 0"),
+    ([1, 2], 4, {"top_p": -0.25}, "top_p", "got -0.25"),
+    ([1, 2], 4, {"top_p": 1.5}, "top_p", "above 0 and at most 1 (1: every token), got 1.5"),
+    ([1, 2], 4, {"top_p": math.nan}, "top_p", "got nan"),
+    ([1, 2], 4, {"top_p": math.inf}, "top_p", "got inf"),
+    ([1, 2], 4, {"top_p": "most"}, "top_p", "got 'most'"),
+    ([1, 2], 4, {"top_p": True}, "top_p", "got True"),
     ([1, 2], 4, {"seed": 2**64}, "seed", "signed 64-bit integer"),
     ([1, 2], 4, {"seed": -2**63 - 1}, "seed", "signed 64-bit integer"),
     ([1, 2], 4, {"seed": 0.5}, "seed", "whole number, got 0.5"),
@@ -77,9 +84,9 @@ def test_one_message_from_generate_the_engine_and_the_server(three, prompt, max_
 def test_the_same_rows_are_served_once_mended(three):
     """Each row's field set right is served, by all three: the table tests the field it names, nothing else."""
     model, engine, url = three
-    mended = {"prompt": [1, 2], "max_tokens": 3, "temperature": 0.5, "top_k": 5, "seed": 7}
-    out = generate(model, mended["prompt"], 3, temperature=0.5, top_k=5, seed=7).tolist()
-    request = engine.submit(Request(mended["prompt"], 3, temperature=0.5, top_k=5, seed=7))
+    mended = {"prompt": [1, 2], "max_tokens": 3, "temperature": 0.5, "top_k": 5, "top_p": 0.9, "seed": 7}
+    out = generate(model, mended["prompt"], 3, temperature=0.5, top_k=5, top_p=0.9, seed=7).tolist()
+    request = engine.submit(Request(mended["prompt"], 3, temperature=0.5, top_k=5, top_p=0.9, seed=7))
     engine.run()
     r = httpx.post(f"{url}/v1/completions", json={"model": NAME, "ignore_eos": True, **mended})
     assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 3

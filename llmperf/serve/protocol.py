@@ -12,9 +12,10 @@ How each field is treated (`SUPPORTED`, `DEFAULT_ONLY`, `IGNORED`):
 | max_tokens, max_completion_tokens | yes | yes | the newer name wins; default 16 (completions), the rest of the context (chat) |
 | temperature | yes | yes | 0 (greedy) to 2; default 1 |
 | top_k | yes | yes | vLLM's extension; -1 or 0 mean every token |
+| top_p | yes | yes | above 0, at most 1; default 1 (every token) |
 | seed, stop, stream, stream_options | yes | yes | stop: up to 4 strings; stream_options: include_usage |
 | ignore_eos | yes | yes | vLLM's extension: go on past the end-of-sequence token |
-| n, best_of, echo, logprobs, top_logprobs, top_p, min_p, presence_penalty, frequency_penalty, repetition_penalty, logit_bias, suffix, response_format, tools, tool_choice, min_tokens | | | accepted only at the value that means "not used" (or null); any other value is refused with 400, since the answer would not be what was asked for |
+| n, best_of, echo, logprobs, top_logprobs, min_p, presence_penalty, frequency_penalty, repetition_penalty, logit_bias, suffix, response_format, tools, tool_choice, min_tokens | | | accepted only at the value that means "not used" (or null); any other value is refused with 400, since the answer would not be what was asked for |
 | user, metadata, store, parallel_tool_calls, service_tier | | | accepted, no effect |
 
 Any other field (another server's extension) is ignored, as vLLM ignores them.
@@ -32,13 +33,13 @@ MAX_STOPS = 4  # OpenAI's limit on stop strings
 ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
 
 # Fields accepted only at the value that means "not used", as OpenAI defines each (null is always accepted).
-DEFAULT_ONLY = {"n": 1, "best_of": 1, "echo": False, "logprobs": False, "top_logprobs": 0, "top_p": 1,
-                "min_p": 0, "presence_penalty": 0, "frequency_penalty": 0, "repetition_penalty": 1, "logit_bias": {},
+DEFAULT_ONLY = {"n": 1, "best_of": 1, "echo": False, "logprobs": False, "top_logprobs": 0, "min_p": 0,
+                "presence_penalty": 0, "frequency_penalty": 0, "repetition_penalty": 1, "logit_bias": {},
                 "suffix": "", "response_format": {"type": "text"}, "tools": [], "tool_choice": "none",
                 "min_tokens": 0}
 IGNORED = ("user", "metadata", "store", "parallel_tool_calls", "service_tier")
-SUPPORTED = ("model", "prompt", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_k", "seed",
-             "stop", "stream", "stream_options", "ignore_eos")
+SUPPORTED = ("model", "prompt", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_k", "top_p",
+             "seed", "stop", "stream", "stream_options", "ignore_eos")
 
 
 class APIError(Exception):
@@ -61,6 +62,7 @@ class Parsed:
     max_tokens: int
     temperature: float
     top_k: int | None
+    top_p: float
     seed: int | None
     stop_ids: tuple[int, ...]  # tokens that end the answer: the end-of-sequence token, unless ignore_eos
     stop: tuple[str, ...]  # stop strings
@@ -193,15 +195,16 @@ def parse(body: dict, chat: bool, tokenizer, model_name: str, capacity: int, voc
     if max_tokens is None:
         max_tokens = capacity - len(prompt_ids) if chat else 16
     temperature = body.get("temperature")
+    top_p = body.get("top_p")
     top_k = body.get("top_k")
     if isinstance(top_k, int) and not isinstance(top_k, bool) and top_k in (-1, 0):
         top_k = None  # vLLM's and SGLang's way of saying "every token"
     try:
-        max_tokens, temperature, top_k, seed = params.check(
+        max_tokens, temperature, top_k, top_p, seed = params.check(
             prompt_tokens=len(prompt_ids), lowest_id=min(prompt_ids, default=0), highest_id=max(prompt_ids, default=0),
             max_tokens=max_tokens, temperature=1.0 if temperature is None else temperature, top_k=top_k,
-            seed=body.get("seed"), context=capacity, vocab_size=vocab_size, prompt_param=prompt_param,
-            length_param=length_param)
+            top_p=1.0 if top_p is None else top_p, seed=body.get("seed"), context=capacity, vocab_size=vocab_size,
+            prompt_param=prompt_param, length_param=length_param)
     except params.InvalidParameter as e:
         raise APIError(400, str(e), param=e.param) from None
     stop = _field(body, "stop", (str, list), [])
@@ -216,5 +219,5 @@ def parse(body: dict, chat: bool, tokenizer, model_name: str, capacity: int, voc
     if include_usage is not None and not isinstance(include_usage, bool):
         raise APIError(400, "'stream_options.include_usage' must be true or false.", param="stream_options")
     ignore_eos = _field(body, "ignore_eos", (bool,), False)
-    return Parsed(list(prompt_ids), max_tokens, temperature, top_k, seed,
+    return Parsed(list(prompt_ids), max_tokens, temperature, top_k, top_p, seed,
                   () if ignore_eos else (tokenizer.eos_id,), tuple(stops), stream, bool(include_usage), chat)

@@ -144,7 +144,7 @@ def create_app(model, tokenizer, config: ServingConfig | None = None, model_name
                 raise APIError(503, f"The server's queue is full ({max_queue} requests waiting). Retry later.",
                                code="overloaded", kind="server_error")
             request = Request(parsed.prompt_ids, parsed.max_tokens, temperature=parsed.temperature,
-                              top_k=parsed.top_k, seed=parsed.seed, stop_ids=parsed.stop_ids)
+                              top_k=parsed.top_k, top_p=parsed.top_p, seed=parsed.seed, stop_ids=parsed.stop_ids)
             queue = worker.submit(request)
         except APIError as e:
             return error(e)
