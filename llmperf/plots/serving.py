@@ -79,7 +79,7 @@ def exchange_rate(sweep, others=None):
     with a bar from 1 ÷ p99 TPOT (the sweep's percentile method) to it: MLPerf limits the p99 TPOT, so a batch
     meets a scenario's TPOT limit when its bar's left end lies right of that scenario's vertical line. Below:
     median and p99 TTFT against the batch size, with MLPerf's TTFT limits. `others` (a
-    reference.compare.Comparison) adds each reference's curve above."""
+    references.compare.Comparison) adds each reference's curve above."""
     fig, (ax, ax2) = figure(panels=2)
     batches, per_user, agg = sweep.batches, sweep.per_user, sweep.tok_s
     slowest = [1 / t for t in sweep.percentile("tpot", "p99")]  # tokens/s at the p99 TPOT
