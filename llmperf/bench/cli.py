@@ -1,4 +1,7 @@
-"""`python -m llmperf.bench`: load a server from the command line and print what its clients saw."""
+"""`python -m llmperf.bench`: load a server from the command line and print what its clients saw.
+
+A load generator for any OpenAI-compatible server: `llmperf.serve`, vLLM, SGLang, TGI, llama.cpp's.
+"""
 
 from __future__ import annotations
 
@@ -107,9 +110,7 @@ def describe_load(records: Sequence[RequestRecord], rate: float | None, concurre
 
 
 def main(argv=None) -> int:
-    from . import __doc__ as doc
-
-    p = argparse.ArgumentParser(prog="python -m llmperf.bench", description=doc.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m llmperf.bench", description=__doc__.split("\n\n")[1].strip())
     p.add_argument("--url", required=True, help="the server's root (http://127.0.0.1:8000) or its API base (.../v1)")
     p.add_argument("--model", default=None, help="model name (default: the first in /v1/models)")
     p.add_argument("--rate", type=float, help="open loop: requests per second (inf: all at once)")
