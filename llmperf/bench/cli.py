@@ -21,10 +21,11 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ..host import cpu_name
-from ..metrics import PERCENTILE_METHODS, RequestRecord, format_summary, percentile, summarize
+from ..metrics import PERCENTILE_METHODS, RequestRecord, percentile, summarize
 from .client import api_base, discover_model
 from . import conversations, names, workloads
 from .load import achieved_rate, arrival_gaps, run, warm_up
+from .report import format_summary
 from .scrape import SERVERS, scrape_metrics
 from .sweep import KINDS, Sweep, sweep
 
