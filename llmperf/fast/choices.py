@@ -139,7 +139,7 @@ def measured_products(fused, packs: dict) -> str:
 
 
 @torch.no_grad()
-def measured_fewest_rows(fused, choices=(2, 3, 4)) -> int:
+def measured_fewest_rows(fused, candidates=(2, 3, 4)) -> int:
     """Measure the fewest rows for a batch step's products on this host: a decode step of 2 sequences of `fused`
     (a `fused.FusedTransformer`) with its products given 2, 3 or 4 rows (`NumpyDecodeStep.product` appends zero
     rows), in turns; keep the fastest and return it (as `fewest_rows`, 1 when two rows won: no padding)."""
@@ -153,7 +153,7 @@ def measured_fewest_rows(fused, choices=(2, 3, 4)) -> int:
     def give(rows):
         step.fewest_rows = rows
 
-    ways = {f"{r} rows": r for r in choices}
+    ways = {f"{r} rows": r for r in candidates}
     seconds = tuning.time_in_step(two_rows, give, ways, new_cache(fused, 2, 64))
     rows = ways[min(seconds, key=seconds.get)]
     rows = 1 if rows == 2 else rows
