@@ -12,7 +12,7 @@ from __future__ import annotations
 import statistics
 
 from .benchresults import BENCHMARKS, committed, latest
-from .chapters.wording import SAME, speed_change, times
+from .wording import SAME, speed_change, times
 from .cost import KIND_LABELS
 
 NONE = "—"

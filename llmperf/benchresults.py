@@ -82,14 +82,7 @@ def validate(data, path="benchmark result") -> dict:
 
     What is checked is what the page reads: the format and version, the benchmark's name, the machine's device
     and name, an ISO date, the commit, the command, and rows of objects in the results."""
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        _fail(path, f'not an llmperf benchmark result (no "format": "{FORMAT}" at the top)')
-    version = data.get("version")
-    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        _fail(path, f'"version" must be a whole number from 1, got {version!r}')
-    if version > VERSION:
-        raise BenchmarkFileError(f"{path}: format version {version}, newer than this llmperf reads ({VERSION}). "
-                                 "Update llmperf (git pull) to read it.")
+    jsonfile.check_header(data, path, FORMAT, VERSION, "an llmperf benchmark result", _fail, BenchmarkFileError)
     if data.get("benchmark") not in BENCHMARKS:
         _fail(path, f'"benchmark" must be one of {", ".join(BENCHMARKS)}, got {data.get("benchmark")!r}')
     found = data.get("machine")

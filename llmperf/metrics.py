@@ -318,21 +318,3 @@ def time_average(samples: Sequence[tuple[float, float]], start: float, end: floa
         raise ValueError(f"The samples do not cover any of the window [{start}, {end}].")
     return total / covered
 
-
-def format_summary(s: RunSummary) -> str:
-    """The run as a table: counts and throughputs, then mean, median, p90 and p99 of each latency, in ms."""
-    lines = [f"completed {s.completed}, failed {s.failed}" + (f" {s.errors}" if s.errors else ""),
-             f"duration {s.duration:.2f} s",
-             f"request throughput  {s.request_throughput:10.2f} req/s",
-             f"output throughput   {s.output_throughput:10.1f} tokens/s",
-             f"total throughput    {s.total_throughput:10.1f} tokens/s (input + output)"]
-    if s.goodput is not None:
-        lines.append(f"goodput             {s.goodput:10.2f} req/s meeting every objective")
-    lines.append(f"\n{'ms':<6} {'mean':>9} {'median':>9} {'p90':>9} {'p99':>9} {'n':>7}   (percentiles: {s.method})")
-    for name, st in (("TTFT", s.ttft), ("TPOT", s.tpot), ("ITL", s.itl), ("E2E", s.e2e)):
-        if st is None:
-            lines.append(f"{name:<6} {'(none)':>9}")
-            continue
-        lines.append(f"{name:<6} {st.mean * 1e3:>9.2f} {st.median * 1e3:>9.2f} {st.p90 * 1e3:>9.2f} "
-                     f"{st.p99 * 1e3:>9.2f} {st.count:>7}")
-    return "\n".join(lines)

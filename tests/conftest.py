@@ -9,7 +9,7 @@ from llmperf.weights import load_smollm2_transformers
 
 @pytest.fixture(autouse=True)
 def openblas_threads_restored():
-    """A fused model leaves NumPy's OpenBLAS on the thread count measured for it (`fast.fused.measured_threads`);
+    """A fused model leaves NumPy's OpenBLAS on the thread count measured for it (`fast.choices.measured_threads`);
     the next test starts from the count it had."""
     from llmperf.fast import blas
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from llmperf import cost, hardware
-from llmperf.chapters import intensity, wording
+from llmperf import cost, hardware, wording
+from llmperf.chapters import intensity
 from llmperf.chapters.setup import Setup, sizes_for_type
 from tests import intensity_records as records
 from tests.prose import check_glued_once

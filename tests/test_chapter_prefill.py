@@ -327,7 +327,7 @@ def test_numbers_are_what_the_prose_glues(s):
 def test_the_exercise_borrows_a_gpu_reference_probe(s, tmp_path):
     """The GPU fraction of the exercise comes from a committed GPU reference's probes, and its words from
     which GPU that is; without one, the error says what is missing."""
-    from llmperf.reference import fileformat, save
+    from llmperf.references import fileformat, save
 
     est, sweep = prefill.estimates(s), hand_sweep([0.010, 0.019, 0.040, 0.090])
     with pytest.raises(FileNotFoundError, match="No GPU reference run"):

@@ -136,12 +136,12 @@ def test_a_batched_step_runs_in_numpy_each_sequence_at_its_own_position(tiny, st
 
 
 def pin(monkeypatch, **ways):
-    """Fix the host-dependent layouts (`fused.measured_layouts`) instead of measuring them: a kind of matrix
+    """Fix the host-dependent layouts (`choices.measured_layouts`) instead of measuring them: a kind of matrix
     named in `ways` (wqkv, wo, w13, w2, head) is stored so, every other output-major."""
-    from llmperf.fast import fused
+    from llmperf.fast import choices
 
     every = dict.fromkeys(("wqkv", "wo", "w13", "w2", "head"), "output-major")
-    monkeypatch.setattr(fused, "measured_layouts", lambda model: {**every, **ways})
+    monkeypatch.setattr(choices, "measured_layouts", lambda model, build_step: {**every, **ways})
 
 
 def test_fuse_shares_what_it_does_not_fuse(tiny, monkeypatch):

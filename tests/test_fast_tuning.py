@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from llmperf.fast import blas, fuse, numpy_step, packing, tuning
-from llmperf.fast.fused import matrices
+from llmperf.fast.choices import matrices
 from llmperf.generation import new_cache
 from tests.test_model import cached_logits
 
@@ -17,9 +17,9 @@ def fresh_cache(tmp_path, monkeypatch):
 
 def faster(way: str, calls: list):
     """A stand-in for `tuning.time_in_step` that times `way` at 1 ms a step and every other at 2 ms, installing
-    none of them, and counts its calls. Thread counts (`fused.measured_threads`) are counted only if `way` names
+    none of them, and counts its calls. Thread counts (`choices.measured_threads`) are counted only if `way` names
     one; otherwise every thread OpenBLAS starts is fastest, as a real measurement finds on most hosts."""
-    def time_in_step(step, install, arrays, cache):
+    def time_in_step(step, use, arrays, cache):
         if "thread" in next(iter(arrays)) and "thread" not in way:
             return {w: 1e-3 if w == tuning.threads_name(blas.available_threads()) else 2e-3 for w in arrays}
         calls.append(sorted(arrays))
@@ -208,3 +208,18 @@ def test_a_real_measurement_of_threads_keeps_the_fastest(tiny):
     seen = tuning.timings()[tuning.choice_key(tuning.THREADS, matrices(tiny))]
     best = min(seen["step seconds"], key=seen["step seconds"].get)
     assert tuning.threads_name(seen["chosen"]) == best and blas.openblas_threads() == seen["chosen"]
+
+
+def test_the_step_takes_a_matrix_by_its_name(tiny, monkeypatch):
+    monkeypatch.setattr(tuning, "time_in_step", faster("output-major", []))
+    step = fuse(tiny).numpy_step
+    before = list(step.layers)
+    arrays = [layer.w13.copy() for layer in before]
+    step.set_matrix("w13", arrays)
+    assert all(layer.w13 is array and layer.wqkv is old.wqkv and layer.wo is old.wo
+               for layer, array, old in zip(step.layers, arrays, before))
+    head = step.head.copy()
+    step.set_matrix("head", [head])
+    assert step.head is head
+    with pytest.raises(ValueError, match="No matrix named 'ffn_norm'"):
+        step.set_matrix("ffn_norm", arrays)

@@ -74,7 +74,7 @@ def test_the_cell_installs_the_course_into_a_fresh_python_and_keeps_its_torch(tm
                "from llmperf.chapters import anatomy, chain, serving\n"
                "from llmperf.chapters.setup import setup\n"
                "from llmperf.plots import serving as figures\n"
-               "from llmperf.reference import compare, results\n"
+               "from llmperf.references import compare, results\n"
                "from llmperf.serve import background, create_app\n"
                "from openai import OpenAI\n"
                "print(torch.__file__, torch.__version__)\n")

@@ -42,7 +42,8 @@ def test_chunks_holding_several_tokens():
 
 # --- a whole run ---------------------------------------------------------------------------------
 
-from llmperf.metrics import RequestRecord, format_summary, littles_law, percentile, summarize  # noqa: E402
+from llmperf.bench.report import format_summary  # noqa: E402
+from llmperf.metrics import RequestRecord, littles_law, percentile, summarize  # noqa: E402
 
 RUN = [  # hand-made: sent, chunk arrivals, input and output tokens
     RequestRecord(0.0, [0.5, 0.6, 0.8, 1.1], input_tokens=10, output_tokens=4),  # TTFT .5, TPOT .2, E2E 1.1

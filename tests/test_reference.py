@@ -9,11 +9,12 @@ import matplotlib.pyplot as plt
 import pytest
 import torch
 
-from llmperf.reference import ReferenceFileError, ReferenceMergeError, fileformat, load, merge, save
-from llmperf.reference import compare, results, runner, sentences
-from llmperf.reference.__main__ import main, parse_cut
 from llmperf.plots import caching as caching_figs, chain as chain_figs, intensity as intensity_figs
 from llmperf.plots import prefill as prefill_figs, serving as serving_figs
+from llmperf.reference import runner
+from llmperf.reference.__main__ import main, parse_cut
+from llmperf.references import ReferenceFileError, ReferenceMergeError, fileformat, load, merge, save
+from llmperf.references import compare, results, sentences
 
 GPU_LABEL = "reference run: NVIDIA H200, 2026-12-02"
 

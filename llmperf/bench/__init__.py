@@ -26,7 +26,8 @@ The modules: `client` (one request, timed; the API's address), `load` (arrivals,
 `workloads` (prompt and output lengths, shared prefixes), `conversations` (multi-turn: each request carries
 the history), `sweep` (a series of loads: capacity, knee, the heaviest load meeting objectives), `names` (what
 each number means, and its name in other tools), `watch` (llmperf.serve's count in flight, from /health),
-`scrape` (any server's /metrics, beside the client's numbers), `report` (the figures), `cli` (the command).
+`scrape` (any server's /metrics, beside the client's numbers), `report` (the summary as text, the figures),
+`cli` (the command).
 """
 
 from .cli import load_prompts, main, write_csv  # noqa: F401

@@ -1,4 +1,7 @@
-"""`python -m llmperf.bench`: load a server from the command line and print what its clients saw."""
+"""`python -m llmperf.bench`: load a server from the command line and print what its clients saw.
+
+A load generator for any OpenAI-compatible server: `llmperf.serve`, vLLM, SGLang, TGI, llama.cpp's.
+"""
 
 from __future__ import annotations
 
@@ -18,10 +21,11 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ..host import cpu_name
-from ..metrics import PERCENTILE_METHODS, RequestRecord, format_summary, percentile, summarize
+from ..metrics import PERCENTILE_METHODS, RequestRecord, percentile, summarize
 from .client import api_base, discover_model
 from . import conversations, names, workloads
 from .load import achieved_rate, arrival_gaps, run, warm_up
+from .report import format_summary
 from .scrape import SERVERS, scrape_metrics
 from .sweep import KINDS, Sweep, sweep
 
@@ -107,9 +111,7 @@ def describe_load(records: Sequence[RequestRecord], rate: float | None, concurre
 
 
 def main(argv=None) -> int:
-    from . import __doc__ as doc
-
-    p = argparse.ArgumentParser(prog="python -m llmperf.bench", description=doc.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m llmperf.bench", description=__doc__.split("\n\n")[1].strip())
     p.add_argument("--url", required=True, help="the server's root (http://127.0.0.1:8000) or its API base (.../v1)")
     p.add_argument("--model", default=None, help="model name (default: the first in /v1/models)")
     p.add_argument("--rate", type=float, help="open loop: requests per second (inf: all at once)")

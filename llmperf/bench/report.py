@@ -1,4 +1,5 @@
-"""A run's figure (`python -m llmperf.bench ... --plot FILE`): what its requests saw, in the book's style.
+"""A run reported: its summary as a table of text (`format_summary`, what `python -m llmperf.bench` prints) and
+its figure (`--plot FILE`): what its requests saw, in the book's style.
 
 A run: three panels, from the successful requests' records: the distribution (empirical CDF) of TTFT and of
 TPOT, each with its median and p99 marked as the summary computes them, and a histogram of every gap between two
@@ -15,10 +16,29 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from ..metrics import RequestRecord
+from ..metrics import RequestRecord, RunSummary
 from .sweep import Sweep
 
 MS = 1e3  # seconds to milliseconds
+
+
+def format_summary(s: RunSummary) -> str:
+    """The run as a table: counts and throughputs, then mean, median, p90 and p99 of each latency, in ms."""
+    lines = [f"completed {s.completed}, failed {s.failed}" + (f" {s.errors}" if s.errors else ""),
+             f"duration {s.duration:.2f} s",
+             f"request throughput  {s.request_throughput:10.2f} req/s",
+             f"output throughput   {s.output_throughput:10.1f} tokens/s",
+             f"total throughput    {s.total_throughput:10.1f} tokens/s (input + output)"]
+    if s.goodput is not None:
+        lines.append(f"goodput             {s.goodput:10.2f} req/s meeting every objective")
+    lines.append(f"\n{'ms':<6} {'mean':>9} {'median':>9} {'p90':>9} {'p99':>9} {'n':>7}   (percentiles: {s.method})")
+    for name, st in (("TTFT", s.ttft), ("TPOT", s.tpot), ("ITL", s.itl), ("E2E", s.e2e)):
+        if st is None:
+            lines.append(f"{name:<6} {'(none)':>9}")
+            continue
+        lines.append(f"{name:<6} {st.mean * 1e3:>9.2f} {st.median * 1e3:>9.2f} {st.p90 * 1e3:>9.2f} "
+                     f"{st.p99 * 1e3:>9.2f} {st.count:>7}")
+    return "\n".join(lines)
 
 
 def run_figure(records: Sequence[RequestRecord], title: str, objectives: Mapping[str, float] | None = None,

@@ -15,6 +15,6 @@ Each holds the chapter's experiment functions, which take the chapter's setup
 (`setup.setup()`: device, dtype, sizes, model) and return a result record; the
 record's `check()` is what the chapter's last cell asserts (and its unit test
 calls), and the sentences about a result are chosen from the record's numbers.
-`setup` picks the device, the dtype and the sizes; `wording` is the few words
-the sentences share.
+`setup` picks the device, the dtype and the sizes; `llmperf.wording` is the few
+words the sentences share.
 """

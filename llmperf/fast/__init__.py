@@ -69,8 +69,10 @@ to count a step's ops, and time the NumPy step with `profiling.numpy_step_times`
 
 The package's modules: `fused` (the fused layers, `FusedTransformer`, `fuse`),
 `numpy_step` (`NumpyDecodeStep`), `blas` (what OpenBLAS does with a gemv),
-`packing` (weights packed once for products of several rows) and `tuning` (the
-thread count, the layouts and the packing, measured on this host and kept).
+`packing` (weights packed once for products of several rows), `choices` (the
+thread count, the layouts and the packing, each measured in the step on this
+host) and `tuning` (the candidates, the timing in turns, and the file that keeps
+each choice per host).
 """
 
 from __future__ import annotations
@@ -81,7 +83,7 @@ from .blas import (OPENBLAS_ONE_THREAD_BELOW, available_threads, input_major, li
                    numpy_blas, numpy_uses_openblas, openblas_threads, threaded_gemv_rows)
 from .fused import FusedAttention, FusedFeedForward, FusedTransformer, fuse, linear  # noqa: F401
 from .numpy_step import NumpyDecodeStep, no_lap  # noqa: F401
-from . import packing, tuning  # noqa: F401
+from . import choices, packing, tuning  # noqa: F401
 
 
 _SERVED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # model -> its fused, packed form

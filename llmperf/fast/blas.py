@@ -109,7 +109,7 @@ def input_major(weight: torch.Tensor) -> torch.Tensor:
     NumPy's product `h @ W` with W stored (in, out), one row per input, runs OpenBLAS's "N" gemv kernel:
     it adds x[i] times row i to the output, and streams long rows. `W @ h` with W stored (out, in) runs
     its "T" kernel: one dot product per output, over rows as long as the input. Which is faster for a shape
-    depends on the host; `tuning` measures it, and `fused.stored` calls this where input-major won. PyTorch
+    depends on the host; `tuning` measures it, and `choices.stored` calls this where input-major won. PyTorch
     reads the view.
     """
     return weight.t().contiguous().t()

@@ -1,6 +1,7 @@
 """The fused model: q/k/v and gate/up as one matrix each, sharing everything else with the plain model; a
 cached float32 decode step on a CPU, of one sequence or of a batch, runs as NumPy code
-(`numpy_step.NumpyDecodeStep`).
+(`numpy_step.NumpyDecodeStep`). How each matrix is stored for that step, and the other choices this host's
+measurements make, are `choices`.
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..model import Attention, FeedForward, Transformer, apply_rope, attend
-from . import blas, packing, tuning
+from . import choices, packing, tuning
+from .choices import matrices, stored
 from .numpy_step import NumpyDecodeStep
 
 
@@ -33,157 +35,10 @@ def linear(weight: torch.Tensor) -> Linear:
     return layer
 
 
-def stored(weight: torch.Tensor, way: str | None) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """`weight`, (out, in), stored `way` (`tuning.WAYS`) for the NumPy step: as it is (output-major, or None:
-    not for NumPy), as an (out, in) view of an (in, out) copy (input-major, `blas.input_major`), or as a view of
-    the first rows of a copy with zero rows appended (`blas.threaded_gemv_rows`). Returns (the weight PyTorch
-    reads, the padded copy or None)."""
-    if way == "input-major":
-        return blas.input_major(weight), None
-    if way == "output-major, padded":
-        rows = blas.threaded_gemv_rows(*weight.shape, blas.openblas_threads())
-        padded = torch.cat([weight.detach(), weight.new_zeros(rows - weight.shape[0], weight.shape[1])])
-        return padded[:weight.shape[0]], padded  # (out, in): a view of the padded copy, (rows, in)
-    return weight, None
-
-
-def sources(model: Transformer) -> dict[str, list[torch.Tensor]]:
-    """Each kind of matrix the NumPy step multiplies, (out, in), one per layer (the head: one): what `stored`
-    lays out."""
-    return {"wqkv": [torch.cat([b.attention.wq.weight, b.attention.wk.weight, b.attention.wv.weight])
-                     for b in model.layers],
-            "wo": [b.attention.wo.weight for b in model.layers],
-            "w13": [torch.cat([b.feed_forward.w1.weight, b.feed_forward.w3.weight]) for b in model.layers],
-            "w2": [b.feed_forward.w2.weight for b in model.layers],
-            "head": [model.output.weight]}
-
-
-def matrices(model: Transformer) -> dict[str, tuple[int, int, bool]]:
-    """{kind: (rows, cols, paddable)} of the step's matrices, read off the config (nothing is concatenated, as
-    `sources` does); wo's extra outputs are cut off, so it may be padded."""
-    cfg = model.cfg
-    q, kv = cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim
-    return {"wqkv": (q + 2 * kv, cfg.d_model, False), "wo": (cfg.d_model, q, True),
-            "w13": (2 * cfg.d_ff, cfg.d_model, False), "w2": (cfg.d_model, cfg.d_ff, False),
-            "head": (cfg.vocab_size, cfg.d_model, False)}
-
-
-@torch.no_grad()
-def measured_layouts(model: Transformer) -> dict[str, str]:
-    """How to store each kind of matrix for the NumPy step on this host: kept from an earlier measurement, or
-    measured now in the step itself (`tuning`'s docstring) and kept."""
-    from ..generation import new_cache
-
-    shapes = matrices(model)
-    ways = tuning.kept(shapes)
-    if ways is not None:
-        return ways
-    ways = tuning.first_guesses(shapes)
-    step = FusedTransformer(model, ways).numpy_step
-    cache, seconds = new_cache(model, 1, 32), {}
-    for name, weights in sources(model).items():
-        arrays = {way: [step_array(name, *stored(w, way)) for w in weights] for way in tuning.candidates(*shapes[name])}
-        seconds[name] = tuning.time_in_step(step, lambda a, name=name: install(step, name, a), arrays, cache)
-        ways[name] = min(seconds[name], key=seconds[name].get)
-        install(step, name, arrays[ways[name]])
-    tuning.keep(shapes, ways, seconds)
-    return ways
-
-
-@torch.no_grad()
-def measured_threads(model: Transformer) -> int:
-    """How many threads OpenBLAS runs the NumPy step's products on, on this host: kept from an earlier
-    measurement, or measured now, whole batch-1 steps (the first guess's layouts) at each of
-    `tuning.thread_counts`, in turns (`tuning.time_in_step`), and kept. Leaves OpenBLAS on it (for the layouts'
-    measurement; the model's steps set it as they start: `NumpyDecodeStep.threads`). Returns it."""
-    from ..generation import new_cache
-
-    available, shapes = blas.available_threads(), matrices(model)
-    if not blas.can_limit_threads():
-        return available  # another BLAS: its products run on what it starts with
-    chosen = tuning.kept_choice(tuning.THREADS, shapes, threads=available)
-    counts = tuning.thread_counts(available)
-    if chosen is None and len(counts) > 1:
-        blas.limit_threads(available)  # the first guess's padding, as for the threads OpenBLAS starts
-        step = FusedTransformer(model, tuning.first_guesses(shapes)).numpy_step
-        ways = {tuning.threads_name(n): n for n in counts}
-        seconds = tuning.time_in_step(step, blas.limit_threads, ways, new_cache(model, 1, 32))
-        chosen = ways[min(seconds, key=seconds.get)]
-        tuning.keep_choice(tuning.THREADS, shapes, chosen, seconds, threads=available)
-    threads = chosen or available  # none kept, one count to try: what OpenBLAS starts
-    blas.limit_threads(threads)
-    return threads
-
-
-@torch.no_grad()
-def measured_products(fused: "FusedTransformer", packs: dict) -> str:
-    """Measure how this host multiplies several rows (a 32-token prefill and a decode step of 4 sequences,
-    timed together): by the weights packed once ("packed": `packs`, {layer: its packed weight}) or by PyTorch's
-    own product ("plain"), in turns (`tuning.time_in_step`); keep and return the faster."""
-    from ..generation import new_cache
-
-    rows, prompt = 4, torch.arange(32)[None] % fused.cfg.vocab_size  # (1, 32)
-    batch, alone = new_cache(fused, rows, 64), new_cache(fused, 1, 32)
-
-    def work(token, pos, cache):  # a prompt's prefill and a decode step of `rows` sequences
-        fused(prompt, torch.arange(32), alone, last_only=True)
-        fused.numpy_step.batch([token] * rows, [pos] * rows, batch)
-
-    def install(way):
-        for layer, pack in packs.items():
-            layer.packed = pack if way == "packed" else None
-
-    seconds = tuning.time_in_step(work, install, {"plain": "plain", "packed": "packed"}, None)
-    chosen = min(seconds, key=seconds.get)
-    install(chosen)
-    tuning.keep_choice(tuning.PRODUCTS, matrices(fused), chosen, seconds)
-    return chosen
-
-
-@torch.no_grad()
-def measured_fewest_rows(fused: "FusedTransformer", choices=(2, 3, 4)) -> int:
-    """Measure the fewest rows for a batch step's products on this host: a decode step of 2 sequences with its
-    products given 2, 3 or 4 rows (`NumpyDecodeStep.product` appends zero rows), in turns
-    (`tuning.time_in_step`); keep the fastest and return it (as `fewest_rows`, 1 when two rows won: no padding)."""
-    from ..generation import new_cache
-
-    step = fused.numpy_step
-
-    def two_rows(token, pos, cache):
-        step.batch([token] * 2, [pos] * 2, cache)
-
-    def give(rows):
-        step.fewest_rows = rows
-
-    ways = {f"{r} rows": r for r in choices}
-    seconds = tuning.time_in_step(two_rows, give, ways, new_cache(fused, 2, 64))
-    rows = ways[min(seconds, key=seconds.get)]
-    rows = 1 if rows == 2 else rows
-    give(rows)
-    tuning.keep_choice(tuning.FEWEST_ROWS, matrices(fused), rows, seconds)
-    return rows
-
-
-def step_array(name: str, weight: torch.Tensor, padded: torch.Tensor | None):
-    """The NumPy view the step multiplies: (in, out) for the `h @ W` products (wqkv, w13, head), (out, in) or
-    padded (rows, in) for the `W @ h` ones (wo, w2), as NumpyDecodeStep takes them."""
-    array = (padded if padded is not None else weight).detach().numpy()
-    return array.T if name in ("wqkv", "w13", "head") else array
-
-
-def install(step: NumpyDecodeStep, name: str, arrays: list) -> None:
-    """Put one kind of matrix, one array per layer (the head: one), into `step` in place of its own."""
-    if name == "head":
-        step.head = arrays[0]
-        return
-    where = {"wqkv": 1, "wo": 2, "w13": 4, "w2": 5}[name]  # NumpyDecodeStep.layers: (norm1, wqkv, wo, norm2, w13, w2)
-    step.layers = [layer[:where] + (array,) + layer[where + 1:] for layer, array in zip(step.layers, arrays)]
-
-
 class FusedAttention(nn.Module):
     """Attention whose q, k, v projections are one matrix, and whose q and k are rotated in one op.
 
-    For the NumPy step, that matrix and wo are stored as `ways` says (`stored`; None: not for NumPy); wo may be
+    For the NumPy step, that matrix and wo are stored as `ways` says (`choices.stored`; None: not for NumPy); wo may be
     stored with zero rows appended: `wo_padded` holds them, and `wo` is a view of its first rows, so PyTorch's
     path reads the same weights.
     """
@@ -231,7 +86,7 @@ class FusedTransformer(Transformer):
     (a skeleton that allocates nothing), whose parts are then replaced: the
     embedding, norms and rotary tables by `model`'s own, wo, w2 and the LM head by
     `model`'s or by copies laid out for NumPy as `ways` says (by default, as
-    `measured_layouts` finds fastest here), and attention and the MLP by their fused
+    `choices.measured_layouts` finds fastest here), and attention and the MLP by their fused
     forms. Transformer.forward runs everything but the NumPy step.
     """
 
@@ -245,8 +100,8 @@ class FusedTransformer(Transformer):
         if not for_numpy:
             ways = None
         elif not ways:
-            threads = measured_threads(model)
-            ways = measured_layouts(model)
+            threads = choices.measured_threads(model, numpy_step_of)
+            ways = choices.measured_layouts(model, numpy_step_of)
         self.tok_embeddings, self.norm = model.tok_embeddings, model.norm
         for block, plain in zip(self.layers, model.layers):
             block.attention_norm, block.ffn_norm = plain.attention_norm, plain.ffn_norm
@@ -267,19 +122,20 @@ class FusedTransformer(Transformer):
     @torch.no_grad()
     def pack(self) -> bool:
         """Pack every weight for products of several rows (`packing`), if oneDNN is here and this host multiplies
-        several rows faster so (`measured_products`: measured once, kept), and give a batch step's products the
-        fewest rows this host multiplies fastest (`measured_fewest_rows`, kept too). Returns whether it packed."""
+        several rows faster so (`choices.measured_products`: measured once, kept), and give a batch step's products
+        the fewest rows this host multiplies fastest (`choices.measured_fewest_rows`, kept too). Returns whether it
+        packed."""
         if self.numpy_step is None or not packing.available():
             return False
         chosen = tuning.kept_choice(tuning.PRODUCTS, matrices(self))
         packs = {} if chosen == "plain" else {layer: packing.pack(layer.weight) for layer in self.linears()}
         if chosen is None:
-            chosen = measured_products(self, packs)
+            chosen = choices.measured_products(self, packs)
         for layer, pack in packs.items():
             layer.packed = pack if chosen == "packed" else None
         rows = tuning.kept_choice(tuning.FEWEST_ROWS, matrices(self))
         if rows is None:
-            rows = measured_fewest_rows(self)
+            rows = choices.measured_fewest_rows(self)
         self.numpy_step.fewest_rows = rows
         return chosen == "packed"
 
@@ -310,6 +166,12 @@ class FusedTransformer(Transformer):
                            "made from. Move or cast that model first, then fuse it: fuse(model.to(...)).")
 
 
+def numpy_step_of(model: Transformer, ways: dict[str, str]) -> NumpyDecodeStep:
+    """The NumPy step of `model` fused with its matrices stored as `ways`: what `choices` times the threads and
+    the layouts on (its `build_step`)."""
+    return FusedTransformer(model, ways).numpy_step
+
+
 @torch.no_grad()
 def fuse(model: Transformer, pack: bool = False) -> FusedTransformer:
     """A model computing the same function as `model` with fused q/k/v and gate/up matrices.
@@ -318,11 +180,10 @@ def fuse(model: Transformer, pack: bool = False) -> FusedTransformer:
     LM head too unless one is stored otherwise for NumPy. The fused matrices are new,
     so it takes extra memory equal to the q, k, v, gate and up matrices; float32 on a
     CPU adds a copy of each of wo, w2 and the LM head that this host's step runs
-    faster stored otherwise (`stored`: input-major, or wo with zero rows). Which
-    those are is measured in the step the first time a model of this shape is fused
-    on this host, a few seconds for SmolLM2, and kept (`measured_layouts`,
-    `tuning`). Neither model may be moved or cast afterwards (the fused one refuses
-    to be).
+    faster stored otherwise (`choices.stored`: input-major, or wo with zero rows).
+    Which those are is measured in the step the first time a model of this shape is
+    fused on this host, a few seconds for SmolLM2, and kept (`choices`, `tuning`).
+    Neither model may be moved or cast afterwards (the fused one refuses to be).
 
     With `pack`, float32 on a CPU, every weight is also packed for products of several rows (a batch's decode
     step, a prompt's prefill; `packing`), if that is faster on this host (`FusedTransformer.pack`): one more

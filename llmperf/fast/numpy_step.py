@@ -8,7 +8,7 @@ a server's decode step needs).
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -17,8 +17,20 @@ from ..cost import ATTENTION, KV_WRITE, LM_HEAD, NORMS, OTHER, PROJECTIONS
 from ..kv_cache import KVCache
 from . import blas
 
-if TYPE_CHECKING:
-    from .fused import FusedTransformer
+MATRICES = ("wqkv", "wo", "w13", "w2", "head")  # the matrices the step multiplies, by their fused names
+
+
+class LayerWeights(NamedTuple):
+    """One layer's weights as the NumPy step reads them, in the order it reads them: views of the fused model's
+    tensors (nothing copied). wqkv and w13 are (in, out) views, read as `h @ W`; wo and w2 (out, in), read as
+    `W @ h`, and wo may carry zero rows (FusedAttention.wo_padded)."""
+
+    attention_norm: np.ndarray  # (d,)
+    wqkv: np.ndarray  # (d, (H + 2·Hkv)·hd)
+    wo: np.ndarray  # (d, H·hd), or (rows, H·hd) whose first d rows are wo
+    ffn_norm: np.ndarray  # (d,)
+    w13: np.ndarray  # (d, 2·d_ff)
+    w2: np.ndarray  # (d, d_ff)
 
 
 def no_lap(kind: str) -> None:
@@ -37,18 +49,19 @@ class NumpyDecodeStep:
     plain model's.
     """
 
-    def __init__(self, model: "FusedTransformer"):
+    def __init__(self, model):
+        """`model`: a fused model (`fused.FusedTransformer`), whose tensors the step reads."""
         cfg = model.cfg
         view = lambda t: t.detach().numpy()  # shares memory with the tensor  # noqa: E731
         self.cfg, self.eps = cfg, cfg.norm_eps
-        # Each weight is stored input-major or output-major, as this host multiplies it fastest (`fused.stored`);
+        # Each weight is stored input-major or output-major, as this host multiplies it fastest (`choices.stored`);
         # a product's expression does not depend on it: NumPy hands BLAS the layout, which picks its kernel.
-        # wqkv, w13 and the head are taken as (in, out) views: `h @ W`; wo and w2 as (out, in): `W @ h`. wo may
-        # carry zero rows (FusedAttention.wo_padded).
-        self.layers = [(view(b.attention_norm.weight), view(b.attention.wqkv.weight).T,
-                        view(b.attention.wo_padded if b.attention.wo_padded is not None else b.attention.wo.weight),
-                        view(b.ffn_norm.weight), view(b.feed_forward.w13.weight).T, view(b.feed_forward.w2.weight))
-                       for b in model.layers]
+        # The head, like wqkv and w13, is taken as an (in, out) view: `h @ W` (`LayerWeights`).
+        self.layers = [LayerWeights(
+            view(b.attention_norm.weight), view(b.attention.wqkv.weight).T,
+            view(b.attention.wo_padded if b.attention.wo_padded is not None else b.attention.wo.weight),
+            view(b.ffn_norm.weight), view(b.feed_forward.w13.weight).T, view(b.feed_forward.w2.weight))
+            for b in model.layers]
         self.embedding, self.norm, self.head = (view(model.tok_embeddings.weight), view(model.norm.weight),
                                                 view(model.output.weight).T)
         # For a batch: the same weights in PyTorch's layers (fused.Linear), each product one call over the rows.
@@ -56,7 +69,7 @@ class NumpyDecodeStep:
                              for b in model.layers]
         self.batch_head = model.output
         self.fewest_rows = 1  # a batch's products get zero rows up to this many (`product`; measured by the server)
-        # OpenBLAS's threads for the products, set as each step starts (fused.measured_threads); None: as they are
+        # OpenBLAS's threads for the products, set as each step starts (choices.measured_threads); None: as they are
         self.threads: int | None = None
         half = cfg.head_dim // 2
         # RoPE's rotate-half, out = x·cos + [-x₂, x₁]·sin, as x·cos + swap(x)·sin_signed: each head's two halves
@@ -65,6 +78,16 @@ class NumpyDecodeStep:
         self.cos = cos.reshape(-1, 2, half)
         self.sin_signed = np.concatenate([-sin[:, None, :half], sin[:, None, half:]], axis=1)
         self.scale = np.float32(1 / math.sqrt(cfg.head_dim))
+
+    def set_matrix(self, name: str, arrays: list[np.ndarray]) -> None:
+        """Read matrix `name` (one of MATRICES) from `arrays` instead of the views it was built with: one array per
+        layer (the head: one), each in the layout `LayerWeights` (or `head`) holds (`choices.step_array`)."""
+        if name not in MATRICES:
+            raise ValueError(f"No matrix named {name!r}; the step multiplies {', '.join(MATRICES)}.")
+        if name == "head":
+            (self.head,) = arrays
+            return
+        self.layers = [layer._replace(**{name: array}) for layer, array in zip(self.layers, arrays, strict=True)]
 
     def rms_norm(self, x: np.ndarray, weight: np.ndarray) -> np.ndarray:
         return x * np.float32(1 / math.sqrt(float(x @ x) / x.size + self.eps)) * weight
@@ -207,7 +230,7 @@ class NumpyDecodeStep:
     def product(self, x: np.ndarray, layer: torch.nn.Module) -> np.ndarray:
         """`product(x, layer)`, x given zero rows up to `fewest_rows` first and the answer cut back to x's rows: a
         library's product of two rows can take longer than one of four, which reads the weight no more often
-        (`fused.measured_fewest_rows` decides, on this host). The zero rows' outputs are zero and thrown away."""
+        (`choices.measured_fewest_rows` decides, on this host). The zero rows' outputs are zero and thrown away."""
         if len(x) >= self.fewest_rows:
             return product(x, layer)
         padded = np.zeros((self.fewest_rows, x.shape[1]), np.float32)

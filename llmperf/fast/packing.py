@@ -13,7 +13,7 @@ oneDNN, the library behind PyTorch's CPU convolutions, can pack a weight once
 the packed copy at every call (`linear`): each step then reads each weight once,
 for all its rows, at about the speed of one row. The extra memory is one packed
 copy of each matrix. Whether this pays on a host is measured there (`tuning`,
-`fused.measured_products`), not assumed; where PyTorch was built without oneDNN,
+`choices.measured_products`), not assumed; where PyTorch was built without oneDNN,
 nothing is packed.
 """
 

@@ -7,22 +7,22 @@ rows until it is split (`blas.threaded_gemv_rows`). Which is faster depends on t
 BLAS build and the thread count: the last round fixed the answers on one Intel host, and on an AMD host they
 were not the best.
 
-So the answers are measured here, in the step itself: `fused.measured_layouts` builds the step with a first
+So the answers are measured here, in the step itself: `choices.measured_layouts` builds the step with a first
 guess (`first_guess`), then for each kind of matrix (wqkv, wo, w13, w2, head) times whole steps with that kind
 stored each way it may be (`candidates`), the ways taking turns so that a drifting machine affects them alike
 (`time_in_step`), and keeps the fastest before it tries the next kind. A gemv timed on its own, with copies of
 one shape, did not predict the step: on one host it chose layouts 3 % slower there (commit 24b0f57's benchmarks page).
 
 A server's model also decides whether products of several rows (a batch's decode step, a prompt's prefill)
-read weights packed once (`packing`) or PyTorch's own product packs them at every call: `fused.measured_products`
+read weights packed once (`packing`) or PyTorch's own product packs them at every call: `choices.measured_products`
 times both, in turns, and keeps the faster (`kept_choice(PRODUCTS, ...)`, `keep_choice`). And a product of two
 rows can take longer than one of three or four (a library's kernel for few rows is not its best):
-`fused.measured_fewest_rows` times a two-row step with its products given 2, 3 and 4 rows (zero rows appended)
+`choices.measured_fewest_rows` times a two-row step with its products given 2, 3 and 4 rows (zero rows appended)
 and keeps the fastest (`kept_choice(FEWEST_ROWS, ...)`).
 
 Before all of these, the thread count: a memory-bound product needs enough threads to draw the memory's bandwidth,
 and every thread more must be woken and waited for at each of the step's products (four a layer, and the head).
-`fused.measured_threads` times whole batch-1 steps with OpenBLAS on each of `thread_counts` (1, 2, 4, ... and every
+`choices.measured_threads` times whole batch-1 steps with OpenBLAS on each of `thread_counts` (1, 2, 4, ... and every
 thread it would start), in turns, keeps the fastest (`kept_choice(THREADS, ...)`, keyed by the threads OpenBLAS
 would start); the model's steps run OpenBLAS on it (`NumpyDecodeStep.threads`, `blas.use_threads`). The layouts are
 then measured, and kept, for that count.
@@ -122,8 +122,8 @@ def keep(shapes: dict[str, tuple[int, int, bool]], ways: dict[str, str], seconds
 
 PRODUCTS, FEWEST_ROWS, THREADS = "several rows", "fewest rows", "threads"
 """What `kept_choice` and `keep_choice` keep for a model's matrices: how products of several rows are run
-("packed" or "plain", `fused.measured_products`), the fewest rows a batch step's products are given
-(`fused.measured_fewest_rows`), and the threads OpenBLAS runs the step's products on (`fused.measured_threads`)."""
+("packed" or "plain", `choices.measured_products`), the fewest rows a batch step's products are given
+(`choices.measured_fewest_rows`), and the threads OpenBLAS runs the step's products on (`choices.measured_threads`)."""
 
 
 def thread_counts(available: int) -> list[int]:
@@ -166,14 +166,14 @@ def _keep(records: dict[str, dict], host: str | None = None) -> None:
         pass
 
 
-def time_in_step(step, install, arrays: dict[str, object], cache) -> dict[str, float]:
-    """Median seconds of one whole decode step (`step(token, pos, cache)`) with each way's arrays installed
-    (`install(arrays[way])`), the ways taking turns for ROUNDS rounds of STEPS steps; the first step after
-    each switch is not counted."""
+def time_in_step(step, use, arrays: dict[str, object], cache) -> dict[str, float]:
+    """Median seconds of one whole decode step (`step(token, pos, cache)`) with each way in use
+    (`use(arrays[way])`), the ways taking turns for ROUNDS rounds of STEPS steps; the first step after each
+    switch is not counted."""
     times: dict[str, list[float]] = {way: [] for way in arrays}
     for _ in range(ROUNDS):
         for way, array in arrays.items():
-            install(array)
+            use(array)
             for i in range(STEPS + 1):
                 start = time.perf_counter()
                 step(1, 8 + i, cache)

@@ -123,7 +123,7 @@ def reference_series(ax, others, figure_name: str, *, scale_y: float = 1.0, rela
                      suffix: str = "", marker: str | None = None, linestyle: str = "-") -> int:
     """Draw every committed reference's series for `figure_name` on `ax`, beside this machine's points.
 
-    `others` is the chapter's `reference.compare.Comparison` (None: draw nothing); each reference is a colour
+    `others` is the chapter's `references.compare.Comparison` (None: draw nothing); each reference is a colour
     and a marker of its own (`marker` overrides the marker: two series of one reference), joined by a thin
     line, labelled with what the reference is. `scale_y` converts the reference's unit to the axis's;
     `relative` divides each series by its first value instead, and the label says by which x. If the measured

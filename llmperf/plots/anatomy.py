@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..cost import KIND_LABELS, OP_KINDS
-from ..reference.compare import short_label
+from ..references.compare import short_label
 from . import FIT, MEASURED, PALETTE, PREDICTED, figure
 
 

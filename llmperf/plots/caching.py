@@ -16,7 +16,7 @@ LOOK = {"naive": ("s", "-"), "cached": ("o", "--")}  # loop -> (marker, line sty
 
 def step_times(sweep, others=None):
     """One step of each loop against the sequence length (a `StepSweep`): measured points and line fits; and
-    each committed reference's steps (`others`, a reference.compare.Comparison)."""
+    each committed reference's steps (`others`, a references.compare.Comparison)."""
     fig, ax = figure()
     grid = np.linspace(sweep.positions[0], sweep.positions[-1], 50)
     ms = 1e3

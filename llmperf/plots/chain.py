@@ -9,7 +9,7 @@ from . import MEASURED, PREDICTED, figure, measured_vs_line, reference_series
 
 def latency_line(line, others=None):
     """Measured end-to-end times, the fitted line and the prediction TTFT + (N − 1)·step (a LatencyLine), and
-    each committed reference's measured times (`others`, a reference.compare.Comparison). Measurements are
+    each committed reference's measured times (`others`, a references.compare.Comparison). Measurements are
     markers in MEASURED, the fit a line in FIT, the prediction a dashed line in PREDICTED."""
     fig, ax = figure()
     xs = np.linspace(0, line.Ns[-1], 50)

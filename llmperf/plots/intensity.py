@@ -19,7 +19,7 @@ def _log2_batches(ax, batches) -> None:
 def batch_sweep(sweep, others=None):
     """Above, one decode step's time against batch size; below, the tokens per second it yields (log scale):
     measured, bytes ÷ bandwidth, and the roofline part by part. `sweep`: a BatchSweep; `others` (a
-    reference.compare.Comparison) adds each reference's tokens/s below."""
+    references.compare.Comparison) adds each reference's tokens/s below."""
     fig, (ax, ax2) = figure(panels=2)
     b = sweep.batches
     ax.plot(b, [t * 1e3 for t in sweep.bandwidth_s], "-", color=PREDICTED, label="bytes ÷ bandwidth (predicted)")
@@ -80,7 +80,7 @@ def latency_throughput(sweep, predicted):
 def roofline(roofs, sweep, others=None):
     """The roofs of the table's accelerators and of this machine (a Roofs), the batch sweep's measured steps
     (a BatchSweep) at their intensity and achieved FLOP rate, and the Llama-3-8B step's intensity at batch 1;
-    and each committed reference's probed roof and measured steps (`others`, a reference.compare.Comparison)."""
+    and each committed reference's probed roof and measured steps (`others`, a references.compare.Comparison)."""
     fig, ax = figure(height=6.4)
     here_label = f"{roofs.label} (measured)"
     h100_label = f"{roofs.h100.name}, datasheet (predicted)"
@@ -113,7 +113,7 @@ def _reference_roofs(ax, others) -> None:
         return
     import numpy as np
 
-    from ..reference.compare import positive
+    from ..references.compare import positive
 
     x = np.logspace(-1, 4, 200)
     drawn = 0
@@ -129,7 +129,7 @@ def _reference_roofs(ax, others) -> None:
 
 def context_sweep(sweep, others=None):
     """Growth relative to the shortest context, log–log: the context itself, the bytes model's predicted TPOT
-    and the measured TPOT. `sweep`: a ContextSweep; `others` (a reference.compare.Comparison) adds each
+    and the measured TPOT. `sweep`: a ContextSweep; `others` (a references.compare.Comparison) adds each
     reference's measured growth."""
     fig, ax = figure()
     c = sweep.contexts

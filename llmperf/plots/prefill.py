@@ -12,7 +12,7 @@ def _ms(seconds) -> list[float]:
 def ttft_figure(sweep, others=None):
     """Above: measured TTFT against the compute-bound prediction (causal, and full attention dashed) and the
     fitted parabola. Below: the FLOP rate each prefill achieved, against the probe at the model's shape.
-    `sweep` is a `TTFTSweep`; `others` (a reference.compare.Comparison) adds each reference's measured TTFT
+    `sweep` is a `TTFTSweep`; `others` (a references.compare.Comparison) adds each reference's measured TTFT
     above."""
     grid, causal, full = sweep.predicted_curve()
     fig, (ax, ax2) = figure(panels=2)

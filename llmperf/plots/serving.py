@@ -1,11 +1,10 @@
-"""Chapter 6's figures, drawn from its records (`llmperf.chapters.serving`, `llmperf.metrics.RequestRecord`);
-nothing here measures."""
+"""Chapter 6's figures, drawn from its records (`llmperf.chapters.serving`'s, `llmperf.metrics.RequestRecord`)
+taken as arguments; nothing here measures, and nothing here imports the chapter or the server."""
 
 from __future__ import annotations
 
 from . import FIT, MEASURED, PALETTE, cdf, figure, log2_axis, reference_series
 from .. import metrics
-from ..chapters.serving import MLPERF_LIMITS
 
 MS = 1e3  # seconds to milliseconds
 LABELLED_GAPS = 8  # a timeline labels each gap when it has at most this many
@@ -78,8 +77,8 @@ def exchange_rate(sweep, others=None):
     """Above: the server's output tokens/s against each user's, one point per max batch size at 1 ÷ mean TPOT,
     with a bar from 1 ÷ p99 TPOT (the sweep's percentile method) to it: MLPerf limits the p99 TPOT, so a batch
     meets a scenario's TPOT limit when its bar's left end lies right of that scenario's vertical line. Below:
-    median and p99 TTFT against the batch size, with MLPerf's TTFT limits. `others` (a
-    reference.compare.Comparison) adds each reference's curve above."""
+    median and p99 TTFT against the batch size, with MLPerf's TTFT limits (`sweep.limits`). `sweep` is chapter
+    6's BatchSweep; `others` (a references.compare.Comparison) adds each reference's curve above."""
     fig, (ax, ax2) = figure(panels=2)
     batches, per_user, agg = sweep.batches, sweep.per_user, sweep.tok_s
     slowest = [1 / t for t in sweep.percentile("tpot", "p99")]  # tokens/s at the p99 TPOT
@@ -88,7 +87,7 @@ def exchange_rate(sweep, others=None):
     ax.plot(slowest, agg, "|", color=MEASURED, ms=9, mew=2, alpha=0.7)
     for b, x, y in zip(batches, per_user, agg):
         ax.annotate(f"batch {b}", (x, y), textcoords="offset points", xytext=(5, 4), fontsize=8)
-    limits = list(zip(MLPERF_LIMITS.items(), PALETTE[2:]))  # limits, not predictions: not PREDICTED
+    limits = list(zip(sweep.limits.items(), PALETTE[2:]))  # limits, not predictions: not PREDICTED
     for (name, (_, tpot)), color in limits:
         ax.axvline(1 / tpot, color=color, ls="--", lw=1, label=f"MLPerf {name}: p99 TPOT ≤ {tpot * 1e3:.0f} ms")
     ax.set_xlabel("tokens/s per user: point 1 ÷ mean TPOT, bar's left end 1 ÷ p99 TPOT")

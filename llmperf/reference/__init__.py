@@ -1,18 +1,9 @@
-"""Reference runs: the chapters' results from other machines (a GPU above all), shown beside this one's.
+"""Reference runs, as made: `python -m llmperf.reference --out references/NAME.json` runs every chapter's
+experiments on this machine and writes one reference file.
 
-The site is built wherever `make book` runs, often a CPU, but the course is about
-GPUs. So every chapter's experiments can also run as a plain program on any
-machine, `python -m llmperf.reference --out references/NAME.json`, which writes
-one small JSON file; the committed files in `references/` are shown in every
-chapter beside "this machine": a column of its comparison table, a series on
-its figures, and sentences chosen from their numbers.
+It sits above the chapters (it runs them); what a reference file holds, and how
+the chapters read and show it, is `llmperf.references`, below them.
 
-    fileformat  the file: its schema, checked on load; save; merge of a partial run
-    results     each chapter's key results, from its records; the table rows and figure series
-    runner      what runs, on which setup (real or random weights), and the environment it records
-    compare     the committed references, and a chapter's table, series and sentences beside this machine
+    runner    what runs, on which setup (real or random weights), and the environment it records
+    __main__  the command line
 """
-
-from .fileformat import CHAPTERS, VERSION, ReferenceFileError, ReferenceMergeError, load, merge, save
-
-__all__ = ["CHAPTERS", "VERSION", "ReferenceFileError", "ReferenceMergeError", "load", "merge", "save"]

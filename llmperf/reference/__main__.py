@@ -2,7 +2,7 @@
 
 Runs every chapter's experiments (or those named) on this machine and writes them,
 with the environment and the probes, to one reference file; an existing file of the
-same device keeps the chapters this run leaves out. See llmperf/reference/__init__.py.
+same device keeps the chapters this run leaves out. The file is `llmperf.references.fileformat`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import fileformat
+from ..references import fileformat
 
 
 def parser() -> argparse.ArgumentParser:

@@ -27,8 +27,8 @@ from .. import __version__, hardware
 from ..config import get_config
 from ..device import cpu_flags, device_name, environment, pick_device, total_memory_bytes
 from ..host import CPU_FLAGS
+from ..references import fileformat, results
 from ..weights import build_model, load_smollm2
-from . import fileformat, results
 
 REAL = "SmolLM2-135M-Instruct, real weights (the bundled GGUF)"
 RANDOM = "random weights of SmolLM2-135M's shape (seed 0); the real tokenizer"

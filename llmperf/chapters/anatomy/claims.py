@@ -7,7 +7,7 @@ clause they support, with the numbers in it (see `wording`); the records'
 
 from __future__ import annotations
 
-from ..wording import duration, speed_change, times
+from ...wording import duration, speed_change, times
 
 
 def fixed_costs(overhead: float, gap: float, bandwidth_time: float, gpu: bool = False) -> str:

@@ -6,7 +6,7 @@ Pure Python: no torch. `claims` holds the verdicts; these are the names and note
 
 from __future__ import annotations
 
-from ..wording import duration, times
+from ...wording import duration, times
 
 
 def clock_text(gpu: bool) -> str:

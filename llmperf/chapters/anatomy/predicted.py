@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from ... import cost, hardware
 from ...cost import KIND_LABELS, LM_HEAD
 from ...device import dtype_name
-from ..wording import duration
+from ...wording import duration
 from . import claims, labels
 from .published import async_overhead, graph_overhead
 

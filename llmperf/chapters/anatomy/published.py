@@ -9,7 +9,7 @@ Pure Python: no torch.
 
 from __future__ import annotations
 
-from ..wording import duration, times
+from ...wording import duration, times
 from .claims import launch_vs_bytes
 
 # SGLang pull request 1401 (sglang_cudagraph_pr1401): Llama-3-8B, batch 1, Triton attention backend, median

@@ -22,7 +22,7 @@ from ...device import cpu_half_precision, dtype_name
 from ...generation import sample
 from ...profiling import compiled_step, cuda_graph_step, forward_fn, op_counts
 from ...timing import bench, bench_interleaved
-from ..wording import speed_change
+from ...wording import speed_change
 from . import claims, labels
 from .profiled import Profile
 
@@ -111,7 +111,7 @@ class Replay:
 
     def table(self, others=None):
         """This machine's three steps; where it has no CUDA, the GPU references' (`others`, the chapter's
-        reference.compare.Comparison), or one line saying that none is committed yet."""
+        references.compare.Comparison), or one line saying that none is committed yet."""
         import pandas as pd
 
         if self.skipped:
@@ -135,9 +135,9 @@ def _reference_steps(skipped: str, others):
     """The GPU references' eager, graph and compiled steps, in place of this machine's, which has no CUDA."""
     import pandas as pd
 
-    from ...reference.compare import show
-    from ...reference.results import ROWS
-    from ...reference.sentences import no_gpu_line
+    from ...references.compare import show
+    from ...references.results import ROWS
+    from ...references.sentences import no_gpu_line
 
     gpus = [r for r in (others.refs if others is not None else []) if r.gpu]
     if not gpus:

@@ -6,7 +6,7 @@ clause they support, with the numbers in it (see `wording`). Pure Python: no tor
 
 from __future__ import annotations
 
-from ..wording import SAME, duration, times
+from ...wording import SAME, duration, times
 
 
 def naive_gap(measured: float, predicted: float) -> str:

@@ -39,7 +39,7 @@ class GpuShare:
     """The share of its datasheet peak that a committed GPU reference's bfloat16 matmul probe reached, and the
     H100's naive ÷ cached roofline ratio with its peak lowered to that share."""
 
-    label: str  # the reference, as reference.compare names it
+    label: str  # the reference, as references.compare names it
     device: str  # its device, as the driver names it
     same_peak: bool  # whether its datasheet peak is the H100 SXM's (the same tensor cores)
     efficiency: float  # probe ÷ datasheet peak

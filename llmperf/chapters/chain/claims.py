@@ -6,7 +6,7 @@ support, with the numbers in it (see `wording`). Pure Python: no torch.
 
 from __future__ import annotations
 
-from ..wording import SAME, speed_change
+from ...wording import SAME, speed_change
 
 CONTEXT_EXPLAINS = 0.5  # the context "accounts for most of" a slope's excess when its bytes predict half of it...
 CONTEXT_OVERSHOOTS = 1.5  # ...and at most one and a half times it; above that it predicts more than the excess

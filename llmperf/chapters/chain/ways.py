@@ -12,7 +12,7 @@ from ... import cost, hardware
 from ...device import dtype_name
 from ...profiling import bench_forward
 from ..setup import Setup
-from ..wording import SAME, speed_change
+from ...wording import SAME, speed_change
 from .latency import LatencyLine
 
 

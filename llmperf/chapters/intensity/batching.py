@@ -19,7 +19,7 @@ from ...fast import fuse
 from ...hardware import Accelerator
 from ...profiling import forward_fn, op_counts
 from ...timing import bench_interleaved
-from .. import wording
+from ... import wording
 from ..anatomy.published import GRAPH_ASYNC_S, GRAPH_KERNEL_S, GRAPH_REPLAYED_S, GRAPH_SYNCED_S
 from . import claims
 from .counts import gptfast_pct, middle_batch

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from ..wording import SAME, times, speed_change
+from ...wording import SAME, times, speed_change
 
 
 def per_user_speed(step_growth: float, b_max: int) -> str:

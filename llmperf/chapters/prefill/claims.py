@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from ..wording import SAME
+from ...wording import SAME
 
 
 def quadratic_part(c_ns: float, share_pct: float, s_max: int) -> str:

@@ -204,9 +204,9 @@ def count_check(s) -> FlopCheck:
 
 def measured_gpu(where=None):
     """The newest committed GPU reference that probed a bfloat16 matmul on a device of the accelerator table:
-    (its reference.compare.Probes, its table row). What a real GPU reaches comes from a real run, never from
+    (its references.compare.Probes, its table row). What a real GPU reaches comes from a real run, never from
     this code."""
-    from ...reference.compare import folder, gpu_probes
+    from ...references.compare import folder, gpu_probes
 
     for probes in gpu_probes(where):
         row = hardware.table_row(probes.device_name)

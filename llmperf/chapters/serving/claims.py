@@ -7,7 +7,7 @@ clause they support, with the numbers in it (see `wording`). Pure Python: no tor
 from __future__ import annotations
 
 from ...prefills import PREFILL_CHUNK, prefill_groups, prefill_steps
-from ..wording import times, duration
+from ...wording import times, duration
 
 
 def itl_against_tpot(tpot_mean: float, itl_mean: float) -> str:

@@ -3,7 +3,7 @@
 import pytest
 
 from llmperf import hardware
-from llmperf.chapters import wording
+from llmperf import wording
 
 H100 = hardware.ACCELERATORS["H100 SXM"]
 

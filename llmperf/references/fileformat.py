@@ -7,7 +7,7 @@
                             "cut": {...}, "seconds": 31.0, "results": {...}, "records": {...}}, ...}}
 
 `results` are the few numbers and series a chapter shows beside this machine's
-(`reference.results`); `records` are the chapter's whole result records
+(`references.results`); `records` are the chapter's whole result records
 (`dataclasses.asdict`), kept so that a later chapter can show more of the same
 run. Each chapter keeps its own environment and date: a partial run
 (`--chapters`) replaces the chapters it ran and keeps the rest, and it is
@@ -57,14 +57,7 @@ def validate(data, path="reference") -> dict:
     What is checked is what the chapters read: the format and version, the device, and each chapter's date,
     environment, weights, results and records with their types. Chapters this llmperf does not know (a later
     one's) are kept and ignored."""
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        _fail(path, f'not an llmperf reference (no "format": "{FORMAT}" at the top)')
-    version = data.get("version")
-    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        _fail(path, f'"version" must be a whole number from 1, got {version!r}')
-    if version > VERSION:
-        raise ReferenceFileError(f"{path}: format version {version}, newer than this llmperf reads ({VERSION}). "
-                                 "Update llmperf (git pull) to read it.")
+    jsonfile.check_header(data, path, FORMAT, VERSION, "an llmperf reference", _fail, ReferenceFileError)
     device = data.get("device")
     if not (isinstance(device, dict) and isinstance(device.get("type"), str) and isinstance(device.get("name"), str)):
         _fail(path, '"device" must be {"type": ..., "name": ...}')

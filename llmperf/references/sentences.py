@@ -1,13 +1,13 @@
 """The sentences a chapter writes about each reference, chosen from the reference's numbers.
 
 Exactly as for this machine's results, no verdict is typed: "faster", "grew",
-"flat" come from the numbers through `chapters.wording`. A reference written
+"flat" come from the numbers through `llmperf.wording`. A reference written
 before a result existed gets a sentence saying which results it lacks. No torch.
 """
 
 from __future__ import annotations
 
-from ..chapters.wording import SAME, duration, speed_change, times
+from ..wording import SAME, duration, speed_change, times
 
 
 def _missing(ref, keys) -> str | None:
