@@ -53,7 +53,7 @@ import torch
 from llmperf import benchresults
 from llmperf.bench import run, synthetic_prompts
 from llmperf.device import DTYPES, environment, pick_device
-from llmperf.engine import POLICIES
+from llmperf.scheduler.scheduler import POLICIES
 from llmperf.metrics import summarize
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -29,8 +29,6 @@ length (continuous batching, chapter 6). Then every row has its own mask.
 
 from __future__ import annotations
 
-import copy
-
 import numpy as np
 import torch
 from torch import nn
@@ -133,8 +131,7 @@ class KVCache(nn.Module):
         """Copy positions 0..length-1 of sequence `source_slot` of `source` (which may be this cache) into
         sequence `slot` of this cache.
 
-        A server prefills its newcomers into a cache of their own (one row each),
-        then moves each one's keys and values into a free slot of the batch it decodes.
+        Sequences prefilled alone, each in a cache of its own, become rows of one batch's cache so.
         """
         if source.n_layers != self.n_layers:
             raise ValueError("load() copies between caches of the same model: the layer counts differ.")
@@ -146,17 +143,6 @@ class KVCache(nn.Module):
                                      f"{source.capacity} and {self.capacity}.")
         self.k[:, slot, :, :length] = source.k[:, source_slot, :, :length]  # (L, Hkv, length, hd)
         self.v[:, slot, :, :length] = source.v[:, source_slot, :, :length]
-
-    def first(self, n: int) -> "KVCache":
-        """The first `n` sequences of this cache as a cache of their own, sharing its memory: nothing is
-        copied, and what a pass writes into the view lands here. A server that keeps its busy requests in the
-        first slots decodes just those."""
-        if not 1 <= n <= self.batch_size:
-            raise ValueError(f"A view of {n} sequences does not fit a cache of batch size {self.batch_size}.")
-        view = copy.copy(self)  # the same settings; the buffers are replaced below
-        object.__setattr__(view, "_buffers", {"k": self.k[:, :n], "v": self.v[:, :n]})  # views, not copies
-        view.batch_size = n
-        return view
 
     def numpy_layers(self) -> "ContiguousRows":
         """The cache's reads and writes for NumPy code (`fast.NumpyDecodeStep`), on the buffers' own memory."""

@@ -125,18 +125,6 @@ def test_requests_ending_out_of_order_keep_their_own_blocks_and_tokens(tiny):
         assert r.tokens == generate(tiny, list(r.prompt), r.max_tokens).tolist(), r.id
 
 
-def test_first_is_a_view_of_the_cache(tiny):
-    from llmperf import new_cache
-
-    cache = new_cache(tiny, 3, 8)
-    view = cache.first(2)
-    assert view.batch_size == 2 and view.k.shape[1] == 2 and view.k.data_ptr() == cache.k.data_ptr()
-    view.k[0, 1, 0, 0, 0] = 5.0
-    assert cache.k[0, 1, 0, 0, 0] == 5.0 and cache.batch_size == 3  # written through; the cache is unchanged
-    with pytest.raises(ValueError, match="does not fit"):
-        cache.first(4)
-
-
 def test_a_request_being_prefilled_counts_as_active(tiny, monkeypatch):
     """The server's /health reports active + waiting; a request must be in one of them during its prefill, or
     the count misses it (and Little's Law, measured by polling, comes out short)."""

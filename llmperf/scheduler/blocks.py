@@ -95,26 +95,20 @@ class BlockManager:
                 found.append(self.cached[name])
         return found
 
-    def lookup(self, seq, tokens: Sequence[int]) -> int:
+    def lookup(self, seq, tokens: Sequence[int], found: list[int] | None = None) -> int:
         """Start sequence `seq`'s table with the cached blocks of `tokens`' prefix, and return how many tokens they
         hold (a multiple of block_size; 0 without prefix caching). The last token is never taken from the cache:
-        its pass gives the logits of the next token, so at most len(tokens) - 1 tokens are hits."""
+        its pass gives the logits of the next token, so at most len(tokens) - 1 tokens are hits. `found`: what
+        `peek(tokens)` returned, if nothing has changed since (the prefix is not hashed again)."""
         if seq in self.tables:
             raise ValueError(f"Sequence {seq!r} already holds blocks: look its prompt up before it holds any.")
-        found: list[int] = []
-        last = b""
+        found = self.peek(tokens) if found is None else list(found)
         if self.prefix_caching:
-            for name in prefix_hashes(tokens[:len(tokens) - 1], self.block_size):
-                block = self.cached.get(name)
-                if block is None:
-                    break
-                found.append(block)
-                last = name
             self.queries += len(tokens)
             self.hits += len(found) * self.block_size
         for block in found:
             self._hold(block)
-        self.tables[seq], self.named[seq] = found, (len(found), last)
+        self.tables[seq], self.named[seq] = found, (len(found), self.names[found[-1]] if found else b"")
         return len(found) * self.block_size
 
     def allocate(self, seq, n: int) -> list[int]:
@@ -143,6 +137,10 @@ class BlockManager:
         if missing > 0:
             self.allocate(seq, missing)
         return True
+
+    def fills(self, seq, computed: int) -> bool:
+        """Would `name_full_blocks(seq, tokens, computed)` name a block: has a block of `seq` filled since?"""
+        return self.prefix_caching and min(computed // self.block_size, len(self.tables[seq])) > self.named[seq][0]
 
     def name_full_blocks(self, seq, tokens: Sequence[int], computed: int) -> None:
         """Name every block of `seq` that is full and computed (the first `computed` positions of `tokens` have

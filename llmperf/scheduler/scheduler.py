@@ -144,11 +144,6 @@ class Scheduler:
     def idle(self) -> bool:
         return not self.order and not self.waiting
 
-    def positions_held(self) -> tuple[int, int]:
-        """(positions whose keys and values the sequences in flight hold, positions of the blocks they hold)."""
-        seqs = tuple(self.order)  # a copy: other threads read it
-        return sum(s.computed for s in seqs), (self.blocks.num_blocks - self.blocks.num_free) * self.blocks.block_size
-
     # --- the stepping thread -----------------------------------------------------------------
 
     def schedule(self) -> Plan:
@@ -171,11 +166,13 @@ class Scheduler:
         while self.waiting and len(self.order) < self.max_num_seqs:
             with self._lock:
                 seq = self.waiting[0]
-            if not self._fits(seq):
+            tokens = seq.tokens
+            found = self.blocks.peek(tokens)
+            if not self._fits(seq, found):
                 break  # oldest first: a newcomer that does not fit holds back the ones behind it
             with self._lock:
                 self.waiting.popleft()
-            cached = self.blocks.lookup(seq.id, seq.tokens)
+            cached = self.blocks.lookup(seq.id, tokens, found)
             self.blocks.ensure(seq.id, max(seq.num_tokens, self.reserve or 0))
             if seq.preemptions:
                 self.recomputed += seq.num_tokens - 1 - cached  # the last would have been decoded anyway
@@ -193,10 +190,9 @@ class Scheduler:
                 self.prefilling.append(Group([run[k] for k in group], run[0].computed))
             i = j
 
-    def _fits(self, seq: Sequence) -> bool:
-        """Are there free blocks for `seq`'s prompt (or its reservation), counting the cached blocks it would
-        take out of the free queue?"""
-        found = self.blocks.peek(seq.tokens)
+    def _fits(self, seq: Sequence, found: list[int]) -> bool:
+        """Are there free blocks for `seq`'s prompt (or its reservation), counting the cached blocks it would find
+        (`found`) that it would take out of the free queue?"""
         taken_from_free = sum(self.blocks.ref_counts[b] == 0 for b in found)
         need = blocks_for(max(seq.num_tokens, self.reserve or 0), self.blocks.block_size) - len(found)
         return need + taken_from_free <= self.blocks.num_free
@@ -287,7 +283,8 @@ class Scheduler:
             seq.computed = seq.num_tokens - 1  # every position but the newest token's
         for seq in [s for p in plan.prefills for s in p.seqs] + plan.decodes:
             if seq in self.order:
-                self.blocks.name_full_blocks(seq.id, seq.tokens, seq.computed)
+                if self.blocks.fills(seq.id, seq.computed):  # the tokens' list only when a block filled
+                    self.blocks.name_full_blocks(seq.id, seq.tokens, seq.computed)
                 if seq.request.done:
                     self.finish(seq)
 

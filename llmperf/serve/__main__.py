@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..engine import POLICIES
+from ..scheduler.scheduler import POLICIES
 from ..prefills import GPU_CHUNK, LARGE_GPU_CHUNK, PREFILL_CHUNK
 from . import __doc__ as DOC
 from ..fast import served
