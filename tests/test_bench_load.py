@@ -59,6 +59,9 @@ def test_python_m_llmperf_bench_at_the_servers_root_with_warm_up_and_a_cap(serve
     assert "the server's own count (/metrics, vLLM (and llmperf.serve)):" in printed and "λ·W" in printed
     assert "prompt tokens 32; the clients' usage says 32" in printed
     assert "generated tokens 24; the clients' usage says 24" in printed
+    # Prompts of 4 tokens fill no 16-position block: nothing to find cached; and nothing was preempted.
+    assert "prefix cache: 0 of 32 prompt tokens looked up were found cached (0.0 %)" in printed
+    assert "preemptions: 0 (requests whose KV blocks were taken back" in printed
     saved = json.loads(out.read_text())
     assert len(saved["requests"]) == 8 and saved["command"].startswith("python -m llmperf.bench --url ")
     # What two runs need to be compared: where the client ran, and which definition each number follows.
@@ -66,6 +69,7 @@ def test_python_m_llmperf_bench_at_the_servers_root_with_warm_up_and_a_cap(serve
     assert saved["definitions"]["tpot"]["names"]["GenAI-Perf / AIPerf"] == "Inter Token Latency (ITL)"
     assert "guidellm's TPOT counts the first token in" in printed and "names per tool" in printed
     server = saved["server_metrics"]
+    assert server["prefix_cache"] == [32, 0] and server["preemptions"] == 0
     assert server["after"]["vllm:generation_tokens_total"] - server["before"]["vllm:generation_tokens_total"] == 24
     assert sum(engine.finished.values()) - before == 8 + 3  # the warm-up requests were sent, and not counted
 
@@ -207,3 +211,21 @@ def test_only_the_samples_a_view_reads_are_parsed():
                       "vllm:num_requests_running_extra 9.0", "sglang:num_queue_reqs 4", ""])
     assert parse(text, WANTED) == {"vllm:num_requests_running": 3.0, "sglang:num_queue_reqs": 4.0}
     assert parse(text)["vllm:e2e_request_latency_seconds_bucket"] == 7.0  # without `wanted`: everything
+
+
+def test_a_view_reads_the_prefix_cache_and_preemptions_where_the_server_counts_them():
+    """vLLM V1's counters grown over the run: the hit rate in tokens, and the preemptions; a server without them
+    (SGLang's names here) gets neither line."""
+    from llmperf.bench.scrape import CACHE, SERVERS, ServerView
+
+    names = SERVERS["vLLM (and llmperf.serve)"]
+    before = {names[2]: 0.0, names[3]: 0.0, CACHE[0]: 100.0, CACHE[1]: 20.0, CACHE[2]: 1.0}
+    after = {names[2]: 0.0, names[3]: 0.0, CACHE[0]: 500.0, CACHE[1]: 320.0, CACHE[2]: 4.0}
+    view = ServerView("vLLM (and llmperf.serve)", names, before, after)
+    assert view.prefix_cache == (400.0, 300.0) and view.preemptions == 3.0
+    said = view.report([])
+    assert "prefix cache: 300 of 400 prompt tokens looked up were found cached (75.0 %)" in said
+    assert "preemptions: 3 (requests whose KV blocks" in said
+    other = ServerView("SGLang", SERVERS["SGLang"], {}, {})
+    assert other.prefix_cache is None and other.preemptions is None
+    assert "prefix cache" not in other.report([]) and "preemptions" not in other.report([])

@@ -251,7 +251,7 @@ def main(argv=None) -> int:
               f"the names llmperf.bench reads: {', '.join(SERVERS)})")
     if args.json:
         server = view and {"server": view.server, "in_flight": view.in_flight, "before": view.before,
-                           "after": view.after}
+                           "after": view.after, "prefix_cache": view.prefix_cache, "preemptions": view.preemptions}
         write_json(args.json, argv, base, model, achieved_rate=achieved_rate(records), server_metrics=server,
                    summary=asdict(summary), requests=[asdict(r) for r in records])
     if args.csv:

@@ -9,6 +9,9 @@ numbers; so does `llmperf.bench`. Two checks come of it:
   against llmperf.serve's /health.
 - the tokens the server counted against the `usage` the clients were told.
 
+Where the server counts them under vLLM V1's names (vLLM and `llmperf.serve` do), the run's prefix-cache hit rate
+(prompt tokens found cached ÷ prompt tokens looked up, as vLLM counts both) and its preemptions are read too.
+
 Names differ by server (`SERVERS`); the first whose running-requests gauge /metrics carries is the one read.
 Samples of the same name (one per label set: a model, a finish reason) are summed.
 """
@@ -37,7 +40,10 @@ SERVERS = {
 }
 
 
-WANTED = frozenset(name for names in SERVERS.values() for name in names)  # every sample any server's view reads
+# vLLM V1's prefix cache and preemption counters: (queries, hits, preemptions)
+CACHE = ("vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total", "vllm:num_preemptions_total")
+
+WANTED = frozenset(name for names in SERVERS.values() for name in names) | set(CACHE)  # every sample a view reads
 
 
 def parse(text: str, wanted: frozenset[str] | None = None) -> dict[str, float]:
@@ -72,8 +78,22 @@ class ServerView:
 
     def grew(self, i: int) -> float | None:
         """How much counter i of `names` (2: prompt tokens, 3: generated tokens) grew over the run."""
-        name = self.names[i]
+        return self.counted(self.names[i])
+
+    def counted(self, name: str) -> float | None:
+        """How much the counter `name` grew over the run; None if the server does not publish it."""
         return self.after[name] - self.before[name] if name in self.after and name in self.before else None
+
+    @property
+    def prefix_cache(self) -> tuple[float, float] | None:
+        """(prompt tokens looked up in the prefix cache, tokens found) over the run, or None if not published."""
+        queries, hits = self.counted(CACHE[0]), self.counted(CACHE[1])
+        return None if queries is None or hits is None else (queries, hits)
+
+    @property
+    def preemptions(self) -> float | None:
+        """Requests preempted over the run (blocks taken back, to be prefilled again), or None if not published."""
+        return self.counted(CACHE[2])
 
     def report(self, records: Sequence[RequestRecord]) -> str:
         """The server's numbers beside the client's, in words."""
@@ -87,6 +107,14 @@ class ServerView:
             grew = self.grew(i)
             if grew is not None:
                 lines.append(f"  {what} tokens {grew:,.0f}; the clients' usage says {told:,}")
+        if self.prefix_cache is not None:
+            queries, hits = self.prefix_cache
+            rate = f" ({100 * hits / queries:.1f} %)" if queries else ""
+            lines.append(f"  prefix cache: {hits:,.0f} of {queries:,.0f} prompt tokens looked up were found "
+                         f"cached{rate}")
+        if self.preemptions is not None:
+            lines.append(f"  preemptions: {self.preemptions:,.0f} (requests whose KV blocks were taken back, to be "
+                         "prefilled again)")
         return "\n".join(lines)
 
 
