@@ -29,6 +29,7 @@ class Request:
     token_times: list[float] = field(default_factory=list)
     finish_reason: str | None = None  # "length", "stop", "cancelled" or "error"
     error: str | None = None  # with finish_reason "error": what failed
+    preemptions: int = 0  # times its KV blocks were taken back, to be prefilled again (by the scheduler)
 
     @property
     def done(self) -> bool:

@@ -525,7 +525,7 @@ def test_bootstrap_and_seeds():
     assert serving.request_lengths(5, 7) == serving.request_lengths(5, 7)
 
 
-def test_every_glued_name_is_read_once(run, sweep, loops, rates, small):
+def test_every_glued_name_is_read_once(run, sweep, loops, rates, small, memory, turns):
     """The notebook's glued parts name no number twice; the prose reads every name it needs, and every name
     glued is read by the prose."""
     from pathlib import Path
@@ -536,5 +536,120 @@ def test_every_glued_name_is_read_once(run, sweep, loops, rates, small):
     kv = serving.kv_capacity()
     parts = [serving.setup_numbers(small), run.numbers(), kv.numbers(), sweep.numbers(), rates.numbers(), loops.numbers(),
              serving.claim_check(kv).numbers(),
-             serving.exercise_numbers(kv)]
+             serving.exercise_numbers(kv), memory.numbers(), turns.numbers()]
     check_glued_once(parts, notebook, unread_allowed=set())
+
+
+# --- where the cache's memory goes: the sentences, the arithmetic, the runs -------------------------------
+
+def test_cache_wording_every_branch():
+    claims = serving.cache_claims
+    assert "16 requests in flight at once against the reserved one's 4: 4.0 times as many, exactly as the " \
+        "arithmetic predicted" in claims.at_once(4, 16, 4, 16)
+    assert "where the arithmetic predicted 16 and 4" in claims.at_once(4, 15, 4, 16)
+    held = claims.memory_use(0.11, 0.84, 0.13, 0.845)
+    assert "11 % of the memory the reserved engine held and 84 % of the paged one's" in held
+    assert "emptier still" in held and "within 1 point of" in held
+    assert "within 4 points" in claims.memory_use(0.11, 0.80, 0.13, 0.84)
+    plain = claims.memory_use(0.14, 0.70, 0.13, 0.84)  # reserved above, paged far below: no explanation
+    assert plain.endswith("13 % and 84 %") and "emptier" not in plain
+    assert "1.57 times more tokens/s than the reserved one (179 against 114)" in claims.burst_speed(114, 179, 1.77, 0.338)
+    assert "5.2 times sooner than on the reserved engine (1.77 s)" in claims.burst_speed(114, 179, 1.77, 0.338)
+    assert "about as many tokens/s as the reserved one (101)" in claims.burst_speed(100, 101, 1.0, 1.01)
+    assert "about as soon as on the reserved engine" in claims.burst_speed(100, 101, 1.0, 1.01)
+    slower = claims.burst_speed(100, 50, 1.0, 2.0)
+    assert "2.0 times fewer tokens/s" in slower and "2.0 times later" in slower
+    none = claims.preempted(0, 0, 0, 16, None, 0.02, (0, 0))
+    assert "no request was preempted (as the scheduler's dry run" in none
+    some = claims.preempted(7, 171, 3, 16, 0.5, 0.04, (7, 171))
+    assert "7 preemptions of 3 of the 16 requests made the engine prefill 171 positions again (as the " in some
+    assert "waited up to 500.0 ms between two of its tokens, 12.5 times the run's median gap of 40.0 ms" in some
+    assert "where the dry run predicted 6 and 150" in claims.preempted(7, 171, 3, 16, 0.5, 0.04, (6, 150))
+    assert "no longer between two of its tokens than the run's median gap" in claims.preempted(1, 9, 1, 4, 0.04,
+                                                                                              0.04, (1, 9))
+    assert claims.preempted(1, 9, 1, 4, None, 0.04, (1, 9)).endswith("dry run on the lengths alone predicted)")
+    assert claims.preempted(1, 9, 1, 4, None, 0.04, (1, 9)).startswith("1 preemption of 1 of")
+    assert "all 16 answers were the same" in claims.identical(16, 16)
+    assert "15 of the 16 answers were the same" in claims.identical(15, 16) and "nearly tied" in claims.identical(15, 16)
+    less = claims.turns_gain(0.1, 0.25, 4, 44, 172)
+    assert "left 44 positions to prefill instead of 172, and the median TTFT fell from 250.0 ms to 100.0 ms, " \
+        "2.5 times shorter: less than the 3.9 times fewer positions" in less
+    assert "in proportion to the 3.9 times fewer positions or more" in claims.turns_gain(0.06, 0.25, 4, 44, 172)
+    assert "about the same" in claims.turns_gain(0.1, 0.102, 4, 44, 172)
+    assert "rose from 100.0 ms to 150.0 ms" in claims.turns_gain(0.15, 0.1, 4, 44, 172)
+
+
+@pytest.mark.parametrize("device_type", ["cpu", "mps", "cuda"])
+def test_the_budget_arithmetic_at_every_devices_sizes(device_type):
+    """The chapter's workload on each device's sizes: reserved and paged run as many at once as the arithmetic
+    says, paged never preempts, and a quarter of the budget does (the scheduler alone, on the lengths)."""
+    budget = serving.budget
+    work = budget.workload(sizes_for_type(device_type), 49152)
+    assert work.budget == int(budget.RESERVATIONS * work.reservation) and work.budget % work.reservation > 0
+    assert work.at_once(True) == 4 and work.at_once(False) > work.at_once(True)
+    assert 0 < work.use(True) < work.use(False) <= 1
+    for reserve in (True, False):
+        preemptions, recomputed, most = budget.dry_run(work, work.budget, work.max_num_seqs, reserve, 512)
+        assert (preemptions, recomputed, most) == (0, 0, work.at_once(reserve))
+    preemptions, recomputed, _ = budget.dry_run(work, work.budget // budget.OVERCOMMIT, work.max_num_seqs, False, 512)
+    assert preemptions > 0 and recomputed > 0
+
+
+def test_the_turns_arithmetic():
+    d = serving.turns.Dialogue(opening=64, added=32, answer=4, turns=4, conversations=3)
+    assert d.prompts == [64, 100, 136, 172] and d.hits == [0, 64, 96, 128]
+    assert d.prefilled(True) == [64, 36, 40, 44] and d.prefilled(False) == d.prompts
+    assert d.hit_rate == 288 / 472 and d.pool == 3 * (5 + 7 + 9 + 11)
+    assert serving.turns.dialogue(sizes_for_type("cpu")) == serving.turns.Dialogue(64, 32, 4)
+
+
+@pytest.fixture(scope="module")
+def memory(small):
+    """The three burst runs at small sizes where paging matters: 8 requests, contexts of 96 positions."""
+    sizes = dataclasses.replace(small.sizes, serve_requests=16, serve_prompt=4, serve_new_tokens=8)
+    return serving.memory_runs(small._replace(sizes=sizes))
+
+
+def test_memory_runs(memory):
+    """The engine, with a model, counts what the scheduler alone predicted; the glued names and the figure."""
+    memory.check()
+    w = memory.work
+    assert w.n == 8 and w.context == 96 and w.reservation == 6 and w.budget == 27
+    assert memory.reserved.most == 4 and memory.paged.most == 8 and memory.over.budget == 6
+    assert memory.over.preemptions == memory.over.predicted[0] > 0 and memory.identical <= 8
+    assert memory.paged.use > memory.reserved.use
+    numbers = memory.numbers()
+    assert numbers["mem_pred_ratio"] == 2 and numbers["mem_left_over"] == 3
+    assert list(memory.table().columns) == ["reserved", "paged", "overcommitted"]
+    figures_memory = pytest.importorskip("llmperf.plots.memory")
+    figures_memory.memory_over_time(memory.runs)
+
+
+def test_memory_check_catches_a_count_the_dry_run_did_not_predict(memory):
+    wrong = dataclasses.replace(memory.over, preemptions=memory.over.preemptions + 1)
+    runs = dict(memory.runs, overcommitted=wrong)
+    with pytest.raises(AssertionError, match="overcommitted: .* preemptions.*the scheduler's dry run predicted"):
+        dataclasses.replace(memory, runs=runs).check()
+    leaked = dataclasses.replace(memory.paged, free_at_end=memory.paged.budget - 1)
+    with pytest.raises(AssertionError, match="paged: 1 blocks never freed"):
+        dataclasses.replace(memory, runs=dict(memory.runs, paged=leaked)).check()
+
+
+@pytest.fixture(scope="module")
+def turns(small):
+    return serving.turn_runs(small)
+
+
+def test_turn_runs(turns):
+    """Two servers, the prefix cache off and on: /metrics counts every hit the arithmetic predicts."""
+    turns.check()
+    d = turns.shape
+    assert d == serving.turns.Dialogue(16, 8, 2) and d.hits == [0, 16, 16, 32]
+    assert turns.on.hits == 3 * 64 and turns.on.queries == 3 * sum(d.prompts) and turns.off.queries == 0
+    assert len(turns.table().data) == 4
+    from llmperf.plots import memory as figures_memory
+
+    figures_memory.ttft_by_turn(turns)
+    wrong = dataclasses.replace(turns, on=dataclasses.replace(turns.on, hits=turns.on.hits - 16))
+    with pytest.raises(AssertionError, match="the prefix cache found 176 tokens; predicted 192"):
+        wrong.check()

@@ -45,11 +45,14 @@ class Sequence:
 
     request: Request
     computed: int = 0
-    preemptions: int = 0
 
     @property
     def id(self) -> int:
         return self.request.id
+
+    @property
+    def preemptions(self) -> int:
+        return self.request.preemptions
 
     @property
     def tokens(self) -> list[int]:
@@ -238,7 +241,7 @@ class Scheduler:
     def _preempt(self, seq: Sequence, plan: Plan) -> None:
         self._remove(seq)
         seq.computed = 0
-        seq.preemptions += 1
+        seq.request.preemptions += 1
         self.preemptions += 1
         plan.preempted.append(seq)
         with self._lock:
