@@ -104,3 +104,19 @@ def test_the_command_refuses_no_turns(capsys):
     with pytest.raises(SystemExit):
         main(["--url", "http://127.0.0.1:9", "--concurrency", "1", "--turns", "0"])
     assert "--turns must be at least 1" in capsys.readouterr().err
+
+
+def test_the_command_reports_the_servers_prefix_cache_over_a_conversation(server, capsys):
+    """Token-id turns against llmperf.serve, its /metrics read: each later turn finds the earlier turn's prompt
+    (two full blocks of 16 at least), and the report says how much was found, as vLLM counts it."""
+    import re
+
+    assert main(["--url", server, "--concurrency", "1", "--num-requests", "1", "--turns", "3", "--input-len", "32",
+                 "--output-len", "4"]) == 0
+    said = capsys.readouterr().out
+    found = re.search(r"prefix cache: ([\d,]+) of ([\d,]+) prompt tokens looked up were found cached \(([\d.]+) %\)",
+                      said)
+    assert found, said
+    hits, queries = (int(found.group(i).replace(",", "")) for i in (1, 2))
+    assert hits >= 2 * 32 and queries >= 32 + 2 * (32 + 4) and float(found.group(3)) == round(100 * hits / queries, 1)
+    assert "preemptions: 0" in said
