@@ -28,7 +28,7 @@ from collections.abc import Callable
 
 import torch
 
-from . import params
+from . import request_checks as params
 from .device import prefill_chunk as default_prefill_chunk
 from .model import Transformer
 from .request import Request

@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 
 import torch
 
-from . import params, sampler
+from . import request_checks, sampler
 from .device import synchronize
 from .kv_cache import KVCache
 from .model import Transformer
@@ -81,10 +81,10 @@ def sample(logits: torch.Tensor, temperature: float = 0.0, top_k: int | None = N
 
 
 def as_batch(prompt_ids, device: torch.device) -> torch.Tensor:
-    """Prompt ids as a (B, S) long tensor on `device`; a list (of whole numbers: `params.token_ids`) or a 1-D
-    tensor becomes batch 1. Its length and ids are `params.check`'s to judge."""
+    """Prompt ids as a (B, S) long tensor on `device`; a list (of whole numbers: `request_checks.token_ids`) or a 1-D
+    tensor becomes batch 1. Its length and ids are `request_checks.check`'s to judge."""
     if not isinstance(prompt_ids, torch.Tensor):
-        prompt_ids = params.token_ids(prompt_ids)
+        prompt_ids = request_checks.token_ids(prompt_ids)
     tokens = torch.as_tensor(prompt_ids, dtype=torch.long, device=device)
     if tokens.dim() == 1:
         tokens = tokens[None]  # (1, S)
@@ -99,10 +99,10 @@ def as_batch(prompt_ids, device: torch.device) -> torch.Tensor:
 def _check_request(model: Transformer, tokens: torch.Tensor, max_new_tokens: int, temperature: float,
                    top_k: int | None, seed: int | None = None, top_p: float = 1.0
                    ) -> tuple[int, float, int | None, float, int | None]:
-    """`params.check` against the model's whole context (max_seq_len): the same checks, and messages, as the
+    """`request_checks.check` against the model's whole context (max_seq_len): the same checks, and messages, as the
     engine and the server."""
     empty = tokens.numel() == 0
-    return params.check(prompt_tokens=tokens.shape[1], lowest_id=0 if empty else int(tokens.min()),
+    return request_checks.check(prompt_tokens=tokens.shape[1], lowest_id=0 if empty else int(tokens.min()),
                         highest_id=0 if empty else int(tokens.max()),
                         max_tokens=max_new_tokens, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
                         context=model.cfg.max_seq_len, vocab_size=model.cfg.vocab_size)

@@ -318,7 +318,7 @@ def test_a_request_the_engine_refuses_leaves_nothing_behind(tiny, monkeypatch):
     """The server checks every request once, before handing it over (`protocol.parse`), but if the engine still
     refused one, its queue must not stay registered, waiting for tokens that never come."""
     from llmperf.engine import Engine, Request
-    from llmperf.params import InvalidParameter
+    from llmperf.request_checks import InvalidParameter
     from llmperf.serve import APIError, EngineThread
 
     engine = Engine(tiny, max_batch=1, capacity=16)

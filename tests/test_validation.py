@@ -1,5 +1,5 @@
 """One table of bad generation parameters, fed to `generate`, to the engine and to the server: each refuses
-every row with the same message naming the same field, because all three call `llmperf.params.check`."""
+every row with the same message naming the same field, because all three call `llmperf.request_checks.check`."""
 
 import json
 import math
@@ -9,7 +9,7 @@ import pytest
 
 from llmperf import generate
 from llmperf.engine import Engine, Request
-from llmperf.params import InvalidParameter
+from llmperf.request_checks import InvalidParameter
 from llmperf.fast import served
 from tests.served import NAME, create_app, running, small_model
 

@@ -1,6 +1,6 @@
 """OpenAI's API as this server reads it: a request body in, a checked `Parsed` request out, or an `APIError`
 naming the field that is wrong. No HTTP here (that is `server`), no model and no torch: bytes and a tokenizer in,
-plain objects out. The numbers are checked by `llmperf.params`, as `generate` and the engine check them.
+plain objects out. The numbers are checked by `llmperf.request_checks`, as `generate` and the engine check them.
 
 How each field is treated (`SUPPORTED`, `DEFAULT_ONLY`, `IGNORED`):
 
@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from .. import params
+from .. import request_checks
 
 MAX_DEPTH = 16  # nesting of a body's values: messages[i].content[j].text is 4 deep
 MAX_STOPS = 4  # OpenAI's limit on stop strings
@@ -108,7 +108,7 @@ def _field(body: dict, name: str, kinds: tuple, default=None):
     if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
         names = " or ".join({int: "an integer", float: "a number", str: "a string", bool: "true or false",
                              list: "a list", dict: "an object"}[k] for k in kinds)
-        raise APIError(400, f"'{name}' must be {names}, got {params.shown(value)}.", param=name)
+        raise APIError(400, f"'{name}' must be {names}, got {request_checks.shown(value)}.", param=name)
     return value
 
 
@@ -121,8 +121,8 @@ def _same(value, default) -> bool:
 
 def _text(name: str, value: str) -> str:
     try:
-        params.check_text(value, name)
-    except params.InvalidParameter as e:
+        request_checks.check_text(value, name)
+    except request_checks.InvalidParameter as e:
         raise APIError(400, str(e), param=name) from None
     return value
 
@@ -139,7 +139,7 @@ def _messages(body: dict) -> list[dict]:
         if not isinstance(m, dict) or not isinstance(m.get("role"), str):
             raise APIError(400, f"{where} must be an object with a 'role' and a 'content'.", param="messages")
         if m["role"] not in ROLES:
-            raise APIError(400, f"{where} has the role {params.shown(m['role'])}; this server takes "
+            raise APIError(400, f"{where} has the role {request_checks.shown(m['role'])}; this server takes "
                            f"{', '.join(ROLES)} (no tools).", param="messages")
         content = m.get("content")
         if content is None and m["role"] == "assistant":
@@ -153,7 +153,7 @@ def _messages(body: dict) -> list[dict]:
             content = "\n".join(p["text"] for p in content)
         if not isinstance(content, str):
             raise APIError(400, f"{where}.content must be a string or a list of text parts, got "
-                           f"{params.shown(content)}.", param="messages")
+                           f"{request_checks.shown(content)}.", param="messages")
         out.append({"role": ROLES[m["role"]], "content": _text("messages", content)})
     return out
 
@@ -166,7 +166,7 @@ def parse(body: dict, chat: bool, tokenizer, model_name: str, capacity: int, voc
     if model is None:
         raise APIError(400, "Missing required field 'model'.", param="model")
     if model != model_name:
-        raise APIError(404, f"The model {params.shown(model)} does not exist; this server serves '{model_name}'.",
+        raise APIError(404, f"The model {request_checks.shown(model)} does not exist; this server serves '{model_name}'.",
                        param="model", code="model_not_found")
     for name, default in DEFAULT_ONLY.items():
         if body.get(name) is not None and not _same(body[name], default):
@@ -187,8 +187,8 @@ def parse(body: dict, chat: bool, tokenizer, model_name: str, capacity: int, voc
                            "separate requests.", param="prompt")
         else:
             try:
-                prompt_ids = params.token_ids(prompt)
-            except params.InvalidParameter as e:
+                prompt_ids = request_checks.token_ids(prompt)
+            except request_checks.InvalidParameter as e:
                 raise APIError(400, str(e), param=e.param) from None
     length_param = "max_completion_tokens" if body.get("max_completion_tokens") is not None else "max_tokens"
     max_tokens = body.get(length_param)
@@ -200,12 +200,12 @@ def parse(body: dict, chat: bool, tokenizer, model_name: str, capacity: int, voc
     if isinstance(top_k, int) and not isinstance(top_k, bool) and top_k in (-1, 0):
         top_k = None  # vLLM's and SGLang's way of saying "every token"
     try:
-        max_tokens, temperature, top_k, top_p, seed = params.check(
+        max_tokens, temperature, top_k, top_p, seed = request_checks.check(
             prompt_tokens=len(prompt_ids), lowest_id=min(prompt_ids, default=0), highest_id=max(prompt_ids, default=0),
             max_tokens=max_tokens, temperature=1.0 if temperature is None else temperature, top_k=top_k,
             top_p=1.0 if top_p is None else top_p, seed=body.get("seed"), context=capacity, vocab_size=vocab_size,
             prompt_param=prompt_param, length_param=length_param)
-    except params.InvalidParameter as e:
+    except request_checks.InvalidParameter as e:
         raise APIError(400, str(e), param=e.param) from None
     stop = _field(body, "stop", (str, list), [])
     stops = [stop] if isinstance(stop, str) else stop

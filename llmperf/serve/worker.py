@@ -31,7 +31,7 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from .. import params
+from .. import request_checks
 from ..engine import Engine, Request
 from .protocol import APIError
 
@@ -84,7 +84,7 @@ class EngineThread:
         except Exception as e:  # refused: nothing of it may stay behind
             with self._queues_lock:
                 self.queues.pop(request.id, None)
-            if isinstance(e, params.InvalidParameter):
+            if isinstance(e, request_checks.InvalidParameter):
                 raise APIError(400, str(e), param=e.param) from None
             raise
         self._work.set()

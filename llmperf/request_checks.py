@@ -1,4 +1,4 @@
-"""Generation parameters, checked in one place: `generate`, the engine and the server all call `check`.
+"""A request's fields, checked in one place: `generate`, the engine and the server all call `check`.
 
 A request is a prompt and five numbers: how many tokens to generate, the
 sampling temperature, top-k, top-p and a seed. Each has a range outside of
