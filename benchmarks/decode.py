@@ -134,12 +134,12 @@ def big_rows(device, args):
     and one gate/up product per layer, so fewer and larger kernels), and torch.compile's reduce-overhead
     mode (fused kernels in a graph of its own; unless --skip-compile)."""
     from llmperf import build_model
-    from llmperf.profiling import bench_forward, compiled_step, cuda_graph_step
-    from llmperf.timing import bench
+    from llmperf.profiling import compiled_step, cuda_graph_step, time_forward
+    from llmperf.timing import time_calls
 
     model = build_model(args.big, device, torch.bfloat16)
     context = mean_context(args)
-    variants = {"eager": lambda: bench_forward(model, context=context, repeat=20, static=True).median}
+    variants = {"eager": lambda: time_forward(model, context=context, repeat=20, static=True).median}
     if device.type == "cuda":
         graphs = {"CUDA Graph": cuda_graph_step(model, context=context)}
         # The fused matrices are new tensors: up to another copy of the weights (the q/k/v and gate/up ones).
@@ -150,7 +150,7 @@ def big_rows(device, args):
         if not args.skip_compile:
             graphs["torch.compile"] = compiled_step(model, context=context)  # reduce-overhead
         for name, step in graphs.items():
-            variants[name] = lambda step=step: bench(step, warmup=5, repeat=20, device=device).median
+            variants[name] = lambda step=step: time_calls(step, warmup=5, repeat=20, device=device).median
     return measure_rows(args.big, torch.bfloat16, variants, step_bytes(model.cfg, torch.bfloat16, context),
                         device, "copy")
 

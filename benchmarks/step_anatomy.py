@@ -29,7 +29,7 @@ from llmperf.device import DTYPES, check_dtype, dtype_name, environment, pick_de
 from llmperf.chapters.setup import default_dtype
 from llmperf.cost import cost_by_kind
 from llmperf.profiling import compiled_step, cuda_graph_step, forward_fn, op_times
-from llmperf.timing import bench
+from llmperf.timing import time_calls
 from llmperf.weights import check_fits
 
 
@@ -44,7 +44,7 @@ def step_rows(model, device, context: int, repeat: int, skip_compile: bool) -> l
     rows = []
     for name, fn in variants.items():
         bandwidth = hardware.measure_bandwidth(device)["read"]  # just before: a shared machine drifts
-        seconds = bench(fn, warmup=5, repeat=repeat, device=device).median
+        seconds = time_calls(fn, warmup=5, repeat=repeat, device=device).median
         rows.append({"variant": name, "ms": seconds * 1e3, "bandwidth_ms": nbytes / bandwidth * 1e3,
                      "read_GBps": bandwidth / 1e9, "times_bandwidth_time": seconds * bandwidth / nbytes})
     return rows

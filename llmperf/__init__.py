@@ -22,8 +22,7 @@ __version__ = "0.1.0"
 # value already set is kept. (llmperf.fast's docstring; tests/test_fast.py checks the variable.)
 os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "18")
 
-# Public name -> the module that defines it. (timing.bench is not exported: `llmperf.bench` is the load
-# generator's module, python -m llmperf.bench.)
+# Public name -> the module that defines it.
 _EXPORTS = {
     "PRESETS": "config", "ModelConfig": "config", "get_config": "config",
     "describe": "device", "dtype_name": "device", "environment": "device", "pick_device": "device",

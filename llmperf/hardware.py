@@ -26,7 +26,7 @@ import torch.nn.functional as F
 
 from .cost import OpCost
 from .device import device_name, dtype_name, pick_device, total_memory_bytes
-from .timing import bench
+from .timing import time_calls
 
 TB, GB, MiB = 1e12, 1e9, 2**20
 
@@ -166,7 +166,7 @@ def measure_matmul(device: torch.device, dtype: torch.dtype, n: int | None = Non
         raise ValueError(f"A matrix product needs positive sides, got shape={shape}.")
     a = torch.randn(m, k, device=device).to(dtype)
     b = torch.randn(k, n, device=device).to(dtype)
-    return 2 * m * k * n / bench(lambda: a @ b, warmup=2, repeat=repeat, device=device).min
+    return 2 * m * k * n / time_calls(lambda: a @ b, warmup=2, repeat=repeat, device=device).min
 
 
 def measure_bandwidth(device: torch.device, nbytes: int | None = None, repeat: int = 10) -> dict[str, float]:
@@ -179,8 +179,8 @@ def measure_bandwidth(device: torch.device, nbytes: int | None = None, repeat: i
     nbytes = nbytes or _probe_sizes(device)[0]
     x = torch.ones(nbytes // 4, device=device)  # float32
     y = torch.empty_like(x)
-    read = bench(lambda: x.sum(), warmup=2, repeat=repeat, device=device).min
-    copy = bench(lambda: y.copy_(x), warmup=2, repeat=repeat, device=device).min
+    read = time_calls(lambda: x.sum(), warmup=2, repeat=repeat, device=device).min
+    copy = time_calls(lambda: y.copy_(x), warmup=2, repeat=repeat, device=device).min
     return {"read": x.nbytes / read, "copy": 2 * x.nbytes / copy}
 
 
@@ -227,7 +227,7 @@ def _one_row_rates(name: str, kernels: tuple[str, str], rows: int, cols: int, nb
         first = lambda: [torch.mv(w, x) for w in weights]  # noqa: E731
     second = lambda: [F.linear(x, w) for w in weights]  # noqa: E731
     total = count * rows * cols * dtype.itemsize
-    return {(name, kernel): total / bench(run, warmup=1, repeat=repeat, device=torch.device("cpu")).min
+    return {(name, kernel): total / time_calls(run, warmup=1, repeat=repeat, device=torch.device("cpu")).min
             for kernel, run in zip(kernels, (first, second))}
 
 
@@ -251,7 +251,7 @@ def measure_op_overhead(device: torch.device, n_ops: int = 200, repeat: int = 10
             y = y + 1.0
         return y
 
-    return bench(chain, warmup=2, repeat=repeat, device=device).min / n_ops
+    return time_calls(chain, warmup=2, repeat=repeat, device=device).min / n_ops
 
 
 def probe(device=None, dtype: torch.dtype = torch.float32, repeat: int = 10) -> Accelerator:

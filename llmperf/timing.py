@@ -63,7 +63,7 @@ class Timing:
                 f"{len(self.samples)} runs)")
 
 
-def bench(fn: Callable[[], object], warmup: int = 2, repeat: int = 10,
+def time_calls(fn: Callable[[], object], warmup: int = 2, repeat: int = 10,
           device: "torch.device | str | None" = None) -> Timing:
     """Time `fn()` `repeat` times after `warmup` untimed calls, on `device` (default: pick_device())."""
     if warmup < 0 or repeat < 1:
@@ -90,7 +90,7 @@ def bench(fn: Callable[[], object], warmup: int = 2, repeat: int = 10,
     return Timing(tuple(samples))
 
 
-def bench_interleaved(fns: "Mapping[K, Callable[[], object]]", rounds: int, warmup: int = 1, settle: int = 0,
+def time_in_turns(fns: "Mapping[K, Callable[[], object]]", rounds: int, warmup: int = 1, settle: int = 0,
                       device: "torch.device | str | None" = None, desc: str | None = None) -> "dict[K, Timing]":
     """Time several functions in turns: every round runs each of them once.
 
@@ -110,6 +110,6 @@ def bench_interleaved(fns: "Mapping[K, Callable[[], object]]", rounds: int, warm
     samples = {key: [] for key in fns}
     for _ in progress(range(rounds), desc) if desc else range(rounds):
         for key, fn in fns.items():
-            samples[key] += bench(fn, warmup=settle, repeat=1, device=device).samples
+            samples[key] += time_calls(fn, warmup=settle, repeat=1, device=device).samples
     return {key: Timing(tuple(s)) for key, s in samples.items()}
 

@@ -42,11 +42,11 @@ def test_probe_reports_the_best_run(monkeypatch):
     samples = (0.5, 0.1, 0.9, 0.2, 0.7)
     calls = []
 
-    def fake_bench(fn, warmup, repeat, device):
+    def fake_time_calls(fn, warmup, repeat, device):
         calls.append(repeat)
         return Timing(samples)
 
-    monkeypatch.setattr(hardware, "bench", fake_bench)
+    monkeypatch.setattr(hardware, "time_calls", fake_time_calls)
     n = 64
     assert hardware.measure_matmul("cpu", torch.float32, n=n, repeat=5) == pytest.approx(2 * n**3 / 0.1)
     bw = hardware.measure_bandwidth("cpu", nbytes=4096, repeat=5)
@@ -109,7 +109,7 @@ def test_fit_needs_enough_points():
 
 
 def test_matmul_at_a_models_shape(monkeypatch):
-    monkeypatch.setattr(hardware, "bench", lambda fn, warmup, repeat, device: Timing((0.5, 0.25)))
+    monkeypatch.setattr(hardware, "time_calls", lambda fn, warmup, repeat, device: Timing((0.5, 0.25)))
     assert hardware.measure_matmul("cpu", torch.float32, shape=(3, 4, 5)) == pytest.approx(2 * 3 * 4 * 5 / 0.25)
     with pytest.raises(ValueError, match="positive sides"):
         hardware.measure_matmul("cpu", torch.float32, shape=(0, 4, 5))

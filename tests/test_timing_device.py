@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from llmperf import describe, environment, pick_device
-from llmperf.timing import Timing, bench, bench_interleaved
+from llmperf.timing import Timing, time_calls, time_in_turns
 
 
 def test_percentiles_interpolate_like_numpy():
@@ -14,13 +14,13 @@ def test_percentiles_interpolate_like_numpy():
     assert t.percentile(0) == 1.0 and t.percentile(100) == 5.0
 
 
-def test_bench_counts_calls():
+def test_time_calls_counts_calls():
     calls = []
-    result = bench(lambda: calls.append(1), warmup=3, repeat=7, device="cpu")
+    result = time_calls(lambda: calls.append(1), warmup=3, repeat=7, device="cpu")
     assert len(calls) == 10 and len(result.samples) == 7
     assert all(s >= 0 for s in result.samples)
     with pytest.raises(ValueError, match="repeat >= 1"):
-        bench(lambda: None, repeat=0, device="cpu")
+        time_calls(lambda: None, repeat=0, device="cpu")
 
 
 def test_environment_names_device_dtype_and_versions():
@@ -49,26 +49,26 @@ def test_unavailable_device_is_refused(monkeypatch):
         pick_device("cuda")
 
 
-def test_bench_interleaved_takes_turns():
+def test_time_in_turns_takes_turns():
     calls = []
     fns = {"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}
-    result = bench_interleaved(fns, rounds=3, device="cpu")
+    result = time_in_turns(fns, rounds=3, device="cpu")
     assert calls == ["a", "b"] + ["a", "b"] * 3  # one warm-up call each, then the rounds
     assert set(result) == {"a", "b"} and all(len(t.samples) == 3 for t in result.values())
     calls.clear()
-    bench_interleaved(fns, rounds=2, warmup=0, settle=1, device="cpu")
+    time_in_turns(fns, rounds=2, warmup=0, settle=1, device="cpu")
     assert calls == ["a", "a", "b", "b"] * 2  # each timed call right after an untimed one
     with pytest.raises(ValueError, match="rounds >= 1"):
-        bench_interleaved(fns, rounds=0)
+        time_in_turns(fns, rounds=0)
 
 
 def test_forward_fn_runs_the_requested_shapes(tiny):
-    from llmperf.profiling import bench_forward, forward_fn
+    from llmperf.profiling import forward_fn, time_forward
 
     assert forward_fn(tiny, batch=2, context=5)().shape == (2, tiny.cfg.vocab_size)  # a decode step
     assert forward_fn(tiny, batch=2, new_tokens=3, context=5)().shape == (2, tiny.cfg.vocab_size)
     assert forward_fn(tiny, batch=2, new_tokens=3, context=5, all_logits=True)().shape == (2, 3, tiny.cfg.vocab_size)
-    assert len(bench_forward(tiny, batch=2, new_tokens=3, context=5, warmup=0, repeat=2).samples) == 2
+    assert len(time_forward(tiny, batch=2, new_tokens=3, context=5, warmup=0, repeat=2).samples) == 2
     with pytest.raises(ValueError, match="Need batch >= 1"):
         forward_fn(tiny, batch=0)
 
@@ -83,14 +83,14 @@ def test_fastest_thread_count_picks_the_faster_and_restores(tiny, monkeypatch):
     try:
         seen = []
 
-        def fake_bench_forward(model, context, warmup, repeat):  # one thread "slower" here: 2 wins
+        def fake_time_forward(model, context, warmup, repeat):  # one thread "slower" here: 2 wins
             seen.append(torch.get_num_threads())
             return Timing((0.05 if torch.get_num_threads() == 1 else 0.04,))
 
-        monkeypatch.setattr(experiments, "bench_forward", fake_bench_forward)
+        monkeypatch.setattr(experiments, "time_forward", fake_time_forward)
         assert experiments.fastest_thread_count(tiny) == 2 and seen == [2, 1]
         assert torch.get_num_threads() == 1  # restored to what it was
-        monkeypatch.setattr(experiments, "bench_forward", lambda model, context, warmup, repeat: Timing(
+        monkeypatch.setattr(experiments, "time_forward", lambda model, context, warmup, repeat: Timing(
             (0.15 if torch.get_num_threads() == 2 else 0.06,)))  # a busy core: one thread wins
         assert experiments.fastest_thread_count(tiny) == 1
     finally:

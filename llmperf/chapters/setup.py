@@ -19,7 +19,7 @@ import torch
 from ..book import note
 from ..device import describe, free_memory_bytes, pick_device
 from ..model import Transformer
-from ..profiling import bench_forward
+from ..profiling import time_forward
 from ..tokenizer import Tokenizer
 from ..weights import load_smollm2
 
@@ -156,7 +156,7 @@ def fastest_thread_count(model, repeat: int = 3) -> int:
     try:
         for threads in sorted({DEFAULT_THREADS, 1}, reverse=True):  # not `before`: a rerun may have set 1
             torch.set_num_threads(threads)
-            times[threads] = bench_forward(model, context=32, warmup=1, repeat=repeat).min
+            times[threads] = time_forward(model, context=32, warmup=1, repeat=repeat).min
     finally:
         torch.set_num_threads(before)
     return min(times, key=times.get)

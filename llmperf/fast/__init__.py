@@ -63,7 +63,7 @@ long as alone; importing llmperf sets OPENBLAS_THREAD_TIMEOUT=18 (2**18
 cycles, about 0.1 ms) unless it is set, which costs a step nothing and ends the
 fight, but only if llmperf is imported before NumPy. Otherwise give anything
 timed right after a fused step a few warm-up steps
-(`timing.bench_interleaved(..., settle=3)`; benchmarks/decode.py runs the fused
+(`timing.time_in_turns(..., settle=3)`; benchmarks/decode.py runs the fused
 model last). torch.profiler does not see NumPy's work: profile the plain model
 to count a step's ops, and time the NumPy step with `profiling.numpy_step_times`.
 

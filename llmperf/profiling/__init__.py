@@ -2,7 +2,7 @@
 by kind of op, and the same step replayed from a CUDA Graph.
 
 - `forward`: `forward_fn` builds a pass (prefill or decode step, any batch and
-  context) once and returns a function that runs it; `bench_forward` times it;
+  context) once and returns a function that runs it; `time_forward` times it;
   `count_flops` counts its FLOPs with torch.utils.flop_counter;
 - `ops`: `op_counts`, `op_times` (torch.profiler, by kind of op) and
   `numpy_step_times` (a stopwatch in a fused model's NumPy step);
@@ -14,6 +14,6 @@ Python's standard library.)
 
 from __future__ import annotations
 
-from .forward import bench_forward, count_flops, forward_fn  # noqa: F401
+from .forward import count_flops, forward_fn, time_forward  # noqa: F401
 from .graphs import compiled_step, cuda_graph_step  # noqa: F401
 from .ops import OpTime, StepProfile, numpy_step_times, op_counts, op_kind, op_times  # noqa: F401

@@ -3,7 +3,7 @@ its FLOPs.
 
 `forward_fn` builds the pass once (a KV cache, random token ids, the positions)
 through `llmperf.generation`'s prefill and decode_step, and returns a function
-that runs it; `bench_forward` times it with `llmperf.timing`'s clock;
+that runs it; `time_forward` times it with `llmperf.timing`'s clock;
 `count_flops` counts the FLOPs of whatever runs inside it, with
 torch.utils.flop_counter.
 """
@@ -18,7 +18,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
 from ..generation import decode_step, new_cache, prefill
-from ..timing import Timing, bench
+from ..timing import Timing, time_calls
 
 
 def forward_fn(model, batch: int = 1, new_tokens: int = 1, context: int = 0, all_logits: bool = False,
@@ -49,11 +49,11 @@ def forward_fn(model, batch: int = 1, new_tokens: int = 1, context: int = 0, all
     return run
 
 
-def bench_forward(model, batch: int = 1, new_tokens: int = 1, context: int = 0, all_logits: bool = False,
+def time_forward(model, batch: int = 1, new_tokens: int = 1, context: int = 0, all_logits: bool = False,
                   warmup: int = 2, repeat: int = 10, static: bool = False) -> Timing:
     """Time the pass `forward_fn` builds (same arguments): `repeat` runs after `warmup` untimed ones."""
     step = forward_fn(model, batch, new_tokens, context, all_logits, static)
-    return bench(step, warmup=warmup, repeat=repeat, device=model.device)
+    return time_calls(step, warmup=warmup, repeat=repeat, device=model.device)
 
 
 @contextmanager

@@ -19,7 +19,7 @@ from ... import cost
 from ...cost import KIND_LABELS, LM_HEAD, OP_KINDS, PROJECTIONS
 from ...device import dtype_name
 from ...profiling import OpTime, StepProfile, forward_fn, numpy_step_times, op_counts, op_times
-from ...timing import bench
+from ...timing import time_calls
 from . import claims, labels
 from .predicted import Prediction
 from .published import launch_floor
@@ -143,7 +143,8 @@ def profile_step(s, prediction: Prediction, steps: int = 5) -> Profile:
     and time the same step without the profiler (the median of 2 × `s.sizes.repeat` runs)."""
     ctx = s.sizes.decode_context
     prof = op_times(s.model, context=ctx, steps=steps)
-    unprofiled = bench(forward_fn(s.model, context=ctx), warmup=2, repeat=2 * s.sizes.repeat, device=s.device).median
+    unprofiled = time_calls(forward_fn(s.model, context=ctx), warmup=2, repeat=2 * s.sizes.repeat,
+                            device=s.device).median
     return Profile(prof.clock, _kinds(prof), float(prof.step), _bytes(prediction), prediction.bandwidth,
                    s.device.type, unprofiled=float(unprofiled), n_layers=s.model.cfg.n_layers)
 

@@ -21,7 +21,7 @@ from ... import hardware
 from ...device import cpu_half_precision, dtype_name
 from ...generation import sample
 from ...profiling import compiled_step, cuda_graph_step, forward_fn, op_counts
-from ...timing import bench, bench_interleaved
+from ...timing import time_calls, time_in_turns
 from ...wording import speed_change
 from . import claims, labels
 from .profiled import Profile
@@ -77,7 +77,7 @@ def measure_fixed_cost(s, fused, profile: Profile) -> FixedCost:
     moment after a step. The plain step's ops are `profile`'s; the fused step's are counted here."""
     ctx = s.sizes.decode_context
     op = hardware.measure_op_overhead(s.device)
-    pair = bench_interleaved({"plain": forward_fn(s.model, context=ctx), "fused": forward_fn(fused, context=ctx)},
+    pair = time_in_turns({"plain": forward_fn(s.model, context=ctx), "fused": forward_fn(fused, context=ctx)},
                              rounds=3 * s.sizes.repeat, settle=3, device=s.device, desc="plain and fused steps")
     fused_ops = sum(op_counts(fused, context=ctx)["ops"].values())
     return FixedCost(s.device.type, float(op), float(pair["plain"].median), float(pair["fused"].median),
@@ -170,7 +170,7 @@ def replay_step(s, fixed: FixedCost) -> Replay:
         compiled()  # compile, record, replay
     reference = eager().float()
     gaps = [float((f().float() - reference).abs().max()) for f in (graph, compiled)]
-    t = bench_interleaved({"eager": eager, "graph": graph, "compiled": compiled}, rounds=5 * s.sizes.repeat,
+    t = time_in_turns({"eager": eager, "graph": graph, "compiled": compiled}, rounds=5 * s.sizes.repeat,
                           device=s.device, desc="eager, graph, compiled")
     return Replay(s.device.type, float(t["eager"].median), fixed.bandwidth_time, float(t["graph"].median),
                   float(t["compiled"].median), float(reference.abs().max()), *gaps)
@@ -205,8 +205,8 @@ def time_sampling(s, fixed: FixedCost, repeat: int = 50) -> Sampling:
     temperature 0.8 with top_k=50 (median of `repeat` runs after 3 untimed ones each)."""
     logits = forward_fn(s.model, context=s.sizes.decode_context)()  # (1, vocab), in the model's dtype
     rng = torch.Generator(device=s.device).manual_seed(0)
-    greedy = bench(lambda: sample(logits), warmup=3, repeat=repeat, device=s.device).median
-    topk = bench(lambda: sample(logits, temperature=0.8, top_k=50, generator=rng), warmup=3, repeat=repeat,
+    greedy = time_calls(lambda: sample(logits), warmup=3, repeat=repeat, device=s.device).median
+    topk = time_calls(lambda: sample(logits, temperature=0.8, top_k=50, generator=rng), warmup=3, repeat=repeat,
                  device=s.device).median
     return Sampling(int(logits.shape[-1]), float(greedy), float(topk), fixed.plain)
 

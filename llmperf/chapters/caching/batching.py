@@ -20,7 +20,7 @@ import pandas as pd
 from ... import cost, hardware
 from ...cost import OpCost
 from ...profiling import forward_fn
-from ...timing import bench_interleaved
+from ...timing import time_in_turns
 from ..setup import Setup
 from .attention import pass_attention_flops
 from .claims import batch_gain
@@ -166,7 +166,7 @@ def batch_steps(s: Setup, here: hardware.Accelerator, batches=BATCHES, position:
     position = s.sizes.naive_positions[1] if position is None else position
     steps = {("cached", b): forward_fn(s.model, batch=b, context=position - 1) for b in batches}
     steps.update({("naive", b): forward_fn(s.model, batch=b, new_tokens=position) for b in batches})
-    timings = bench_interleaved(steps, rounds=rounds or s.sizes.repeat, device=s.device,
+    timings = time_in_turns(steps, rounds=rounds or s.sizes.repeat, device=s.device,
                                 desc="one step of each loop, batch sweep")
     return BatchSteps(model=s.model.cfg.name, device=f"{s.device.type}, {here.name}",
                       **_predict(s.model.cfg, position, batches, here, s.dtype.itemsize, s.device.type),

@@ -25,7 +25,7 @@ from ... import cost, hardware
 from ...device import dtype_name
 from ...generation import generate, greedy_logits
 from ...profiling import count_flops, forward_fn
-from ...timing import bench, bench_interleaved
+from ...timing import time_calls, time_in_turns
 from ..setup import Setup, float32_model, random_prompt
 from .attention import attention_total, causal_crossover, counted_passes
 from .claims import formula_side
@@ -51,12 +51,12 @@ def check_agreement(s: Setup, prompt: str = "The three primary colours are") -> 
 
 def time_steps(s: Setup) -> StepSweep:
     """Time one step of each loop at every length S of `s.sizes.naive_positions`, in turns
-    (`bench_interleaved`, `s.sizes.repeat` rounds): naive, a full pass over S tokens keeping the last logits;
+    (`time_in_turns`, `s.sizes.repeat` rounds): naive, a full pass over S tokens keeping the last logits;
     cached, one token after S cached positions. Keeps the fastest round of each."""
     positions = list(s.sizes.naive_positions)
     steps = {("naive", S): forward_fn(s.model, new_tokens=S) for S in positions}
     steps.update({("cached", S): forward_fn(s.model, context=S) for S in positions})
-    timings = bench_interleaved(steps, rounds=s.sizes.repeat, device=s.device, desc="one step of each loop")
+    timings = time_in_turns(steps, rounds=s.sizes.repeat, device=s.device, desc="one step of each loop")
     return StepSweep(s.model.cfg.name, s.device.type, dtype_name(s.dtype), positions,
                      [float(timings["naive", S].min) for S in positions],
                      [float(timings["cached", S].min) for S in positions])
@@ -90,7 +90,8 @@ def whole_generation(s: Setup, new_tokens: int | None = None, here: hardware.Acc
     for name, cached in LOOPS:
         passes = counted_passes(cfg, P, n, cached, "tiled", s.device.type, bpp)
         causal = counted_passes(cfg, P, n, cached, "causal", s.device.type, bpp)
-        timing = bench(lambda: generate(s.model, prompt, n, cache=cached), warmup=1, repeat=repeat, device=s.device)
+        timing = time_calls(lambda: generate(s.model, prompt, n, cache=cached), warmup=1, repeat=repeat,
+                            device=s.device)
         runs[name] = LoopRun(cost.generation_cost(cfg, P, n, cached=cached, bytes_per_param=bpp),
                              hardware.roofline_time_of_passes(passes, here), float(timing.min),
                              attention_total(passes), attention_total(causal))

@@ -17,7 +17,7 @@ import pandas as pd
 import torch
 
 from ...model import attend
-from ...timing import bench_interleaved
+from ...timing import time_in_turns
 from ..setup import Setup
 from .attention import kernel_tiles, pairs
 from .claims import causal_timing
@@ -67,7 +67,7 @@ def time_causal(s: Setup, lengths=LENGTHS, rounds: int | None = None) -> CausalT
         square = torch.ones(S, S, dtype=torch.bool, device=s.device).tril()  # attend: is_causal
         steps["causal", S] = partial(attend, q, k, v, square)
         steps["full", S] = partial(attend, q, k, v, None)
-    timings = bench_interleaved(steps, rounds=rounds or s.sizes.repeat, device=s.device,
+    timings = time_in_turns(steps, rounds=rounds or s.sizes.repeat, device=s.device,
                                 desc="attention, causal and unmasked")
     return CausalTiming(s.device.type, list(lengths), [timings["causal", S].median for S in lengths],
                         [timings["full", S].median for S in lengths],

@@ -23,7 +23,7 @@ The page's own greedy loop is checked against the package by `check_loop`
 it. `tensor_parallel` is the two-GPU exercise's arithmetic (`TensorParallel`).
 
 Times are the fastest of several runs (other work on a machine can only add
-time to a run), taken in turns (`timing.bench_interleaved`) so that a burst of
+time to a run), taken in turns (`timing.time_in_turns`) so that a burst of
 other work cannot cover every run of one thing.
 
 Where each lives: `kv` (the primer), `loop` (the greedy loop and its check), `latency` (the chain, the

@@ -12,8 +12,8 @@ from ... import cost
 from ...fit import linear_fit
 from ...generation import decode_step, generate, new_cache, prefill, stream
 from ...metrics import RequestTimes
-from ...profiling import bench_forward, forward_fn
-from ...timing import bench_interleaved
+from ...profiling import forward_fn, time_forward
+from ...timing import time_in_turns
 from ..setup import Setup, random_prompt
 from .claims import slope_text
 
@@ -85,7 +85,7 @@ def measure_ingredients(s: Setup) -> Ingredients:
     """TTFT and one decode step at `s.sizes.chain_prompt` tokens, timed in turns."""
     P = s.sizes.chain_prompt
     prompt = random_prompt(s.model.cfg.vocab_size, P)
-    runs = bench_interleaved({"ttft": lambda: generate(s.model, prompt, 1), "step": forward_fn(s.model, context=P)},
+    runs = time_in_turns({"ttft": lambda: generate(s.model, prompt, 1), "step": forward_fn(s.model, context=P)},
                              rounds=5 * s.sizes.repeat, device=s.device)
     return Ingredients(P, runs["ttft"].min, runs["step"].min)
 
@@ -164,7 +164,7 @@ def measure_latency_line(s: Setup, ingredients: Ingredients, new_tokens=None) ->
     step_fn = forward_fn(s.model, context=ingredients.prompt_len)
     fns = {n: (lambda n=n: generate(s.model, prompt, n)) for n in Ns}
     fns["steps"] = lambda: [step_fn() for _ in range(block)]
-    runs = bench_interleaved(fns, rounds=2 * s.sizes.repeat, warmup=0, device=s.device, desc="generate N tokens")
+    runs = time_in_turns(fns, rounds=2 * s.sizes.repeat, warmup=0, device=s.device, desc="generate N tokens")
     e2e = [runs[n].min for n in Ns]
     fit = linear_fit(Ns, e2e)
     cfg, P, extra, size = s.model.cfg, ingredients.prompt_len, Ns[-1] // 2, s.model.dtype.itemsize
@@ -223,7 +223,7 @@ def measure_same_flops(s: Setup, N: int) -> SameFlops:
     prompt = random_prompt(cfg.vocab_size, P)
     prefill_f = cost.prefill_flops(cfg, N)  # one pass over N tokens, logits at every position
     decode_f = [cost.decode_flops(cfg, context=P + i) for i in range(1, N + 1)]  # N passes, one token each
-    t_prefill = bench_forward(s.model, new_tokens=N, all_logits=True, repeat=3 * s.sizes.repeat).min
+    t_prefill = time_forward(s.model, new_tokens=N, all_logits=True, repeat=3 * s.sizes.repeat).min
     decode_runs = []
     for _ in range(s.sizes.repeat):
         request = RequestTimes(time.perf_counter(), [t for _, t in stream(s.model, prompt, N + 1)])

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from ...generation import generate
 from ...speculative import Speculation, expected_tokens_per_pass, speculative_generate
-from ...timing import bench_interleaved
+from ...timing import time_in_turns
 from ..setup import Setup, float32_model
 from .claims import formula_fit, speculation_speed
 from .loop import timed_greedy
@@ -127,7 +127,7 @@ def measure_speculation(s: Setup, task: str = COPY_TASK, n_new: int = SPEC_TOKEN
     plains, specs = [], []
     fns = {"plain": lambda: plains.append(timed_greedy(model, ids, n_new)),
            "speculative": lambda: specs.append(speculative_generate(model, ids, n_new, k=k, ngram=ngram))}
-    runs = bench_interleaved(fns, rounds=rounds, warmup=0, device=s.device)
+    runs = time_in_turns(fns, rounds=rounds, warmup=0, device=s.device)
     t_plain, t_spec = list(runs["plain"].samples), list(runs["speculative"].samples)
     plain_tokens, plain_steps = plains[t_plain.index(min(t_plain))]
     return SpeculationRun(task, len(ids), n_new, specs[t_spec.index(min(t_spec))], plain_steps, t_plain, t_spec,

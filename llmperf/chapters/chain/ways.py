@@ -10,7 +10,7 @@ import torch
 
 from ... import cost, hardware
 from ...device import dtype_name
-from ...profiling import bench_forward
+from ...profiling import time_forward
 from ..setup import Setup
 from ...wording import SAME, speed_change
 from .latency import LatencyLine
@@ -82,7 +82,7 @@ def measure_ways_out(s: Setup) -> WaysOut:
     }
     ways = {}
     for name, (m, b, n) in passes.items():
-        seconds = bench_forward(m, batch=b, new_tokens=n, context=ctx, all_logits=True, repeat=5 * s.sizes.repeat).min
+        seconds = time_forward(m, batch=b, new_tokens=n, context=ctx, all_logits=True, repeat=5 * s.sizes.repeat).min
         # Bytes the pass reads: the weights once, each sequence's cache (n new keys and values instead of one
         # make no visible difference).
         ways[name] = {"bytes": cost.decode_bytes(s.model.cfg, ctx + n, b, m.dtype.itemsize).total,

@@ -3,7 +3,7 @@
 timed beside `fast.fuse(model)`.
 
 Every step has `sizes.decode_context` cached tokens per sequence and attends to one more position, the new
-token's. Times are medians of steps timed in turns (`timing.bench_interleaved`), so that a burst of other work
+token's. Times are medians of steps timed in turns (`timing.time_in_turns`), so that a burst of other work
 on the machine hits every point alike.
 """
 
@@ -18,7 +18,7 @@ from ...book import Collapsed
 from ...fast import fuse
 from ...hardware import Accelerator
 from ...profiling import forward_fn, op_counts
-from ...timing import bench_interleaved
+from ...timing import time_in_turns
 from ... import wording
 from ..anatomy.published import GRAPH_ASYNC_S, GRAPH_KERNEL_S, GRAPH_REPLAYED_S, GRAPH_SYNCED_S
 from . import claims
@@ -169,7 +169,7 @@ def batch_sweep(s, here: Accelerator, rounds: int | None = None) -> BatchSweep:
     """Time one decode step of `s.model` at each batch of `s.sizes.decode_batches`, in turns for `rounds` rounds
     (default 3 · sizes.repeat), and predict each on `here` (this machine's probe)."""
     cfg, bpp, ctx, batches = s.model.cfg, s.dtype.itemsize, s.sizes.decode_context, list(s.sizes.decode_batches)
-    timings = bench_interleaved({b: forward_fn(s.model, batch=b, context=ctx) for b in batches},
+    timings = time_in_turns({b: forward_fn(s.model, batch=b, context=ctx) for b in batches},
                                 rounds=rounds or 3 * s.sizes.repeat, device=s.device, desc="decode step, batch sweep")
     return BatchSweep(
         device_type=s.device.type, context=ctx, batches=batches, step_s=[timings[b].median for b in batches],
@@ -246,7 +246,7 @@ def gap_to_roof(s, here: Accelerator, rounds: int | None = None) -> Gap:
     the ops of one plain step."""
     cfg, bpp, ctx = s.model.cfg, s.dtype.itemsize, s.sizes.decode_context
     fast_model = fuse(s.model)
-    pair = bench_interleaved({"plain": forward_fn(s.model, context=ctx), "fused": forward_fn(fast_model, context=ctx)},
+    pair = time_in_turns({"plain": forward_fn(s.model, context=ctx), "fused": forward_fn(fast_model, context=ctx)},
                              rounds=rounds or 2 * s.sizes.repeat, settle=3, device=s.device)
     del fast_model
     kipply = hardware.PUBLISHED["kipply"]  # a 13B model on one A100 at batch 1: predicted, then measured

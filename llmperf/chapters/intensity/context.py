@@ -12,7 +12,7 @@ from ...book import Collapsed
 from ...device import dtype_name
 from ...hardware import Accelerator
 from ...profiling import forward_fn
-from ...timing import bench_interleaved
+from ...timing import time_in_turns
 from . import claims
 
 CONTEXTS = (1024, 8192)  # the two contexts at which the Llama-3-8B step is counted
@@ -122,7 +122,7 @@ def context_sweep(s, here: Accelerator, batch: int = 1, rounds: int | None = Non
     """Time one decode step of `batch` sequences at each context of `s.sizes.decode_contexts`, in turns for
     `rounds` rounds (default 2 · sizes.repeat), and predict each on `here` (this machine's probe)."""
     cfg, bpp, contexts = s.model.cfg, s.dtype.itemsize, list(s.sizes.decode_contexts)
-    timings = bench_interleaved({c: forward_fn(s.model, batch=batch, context=c) for c in contexts},
+    timings = time_in_turns({c: forward_fn(s.model, batch=batch, context=c) for c in contexts},
                                 rounds=rounds or 2 * s.sizes.repeat, device=s.device, desc="decode step, context sweep")
     return ContextSweep(
         device_type=s.device.type, dtype=dtype_name(s.dtype), batch=batch, contexts=contexts,

@@ -25,7 +25,7 @@ from ...config import get_config
 from ...device import dtype_name
 from ...fit import Fit, poly_fit
 from ...profiling import forward_fn, op_counts
-from ...timing import bench_interleaved
+from ...timing import time_in_turns
 from ...weights import build_model
 from .claims import (batch_gain_text, batch_model_text, batch_ttft_text, doubling_text, gap_text, growth_exponent,
                      intercept_text, quadratic_part, share_of_probe, sweep_model_text)
@@ -162,7 +162,7 @@ def ttft_sweep(s, lengths=None) -> TTFTSweep:
     square_rate = hardware.measure_matmul(s.device, s.dtype)
     # The lengths in turn, round after round, so that a burst of other work lands on one run of several lengths,
     # not on every run of one.
-    runs = bench_interleaved({S: forward_fn(model, new_tokens=S) for S in lengths}, rounds=s.sizes.repeat,
+    runs = time_in_turns({S: forward_fn(model, new_tokens=S) for S in lengths}, rounds=s.sizes.repeat,
                              device=s.device, desc="prefill, length sweep")
     causal = [_causal(cfg, S) for S in lengths]
     full = [cost.prefill_flops(cfg, S, attention="full", logits_for=1) for S in lengths]
@@ -238,7 +238,7 @@ def batch_prefill(s, matmul_rate: float, batch: int = 4) -> BatchedPrefill:
     the sweep's probe (`TTFTSweep.matmul_rate`), which the achieved rates are set against."""
     L = s.sizes.prefill_batch_len
     model = model_for(s, s.sizes.prefill_batch_model)
-    timings = bench_interleaved({b: forward_fn(model, batch=b, new_tokens=L) for b in (1, batch)},
+    timings = time_in_turns({b: forward_fn(model, batch=b, new_tokens=L) for b in (1, batch)},
                                 rounds=s.sizes.repeat, device=s.device)  # the two batch sizes take turns
     return BatchedPrefill(model.cfg.name, model is s.model, L, batch, timings[1].median, timings[batch].median,
                           _causal(model.cfg, L).total, _causal(model.cfg, L, batch).total, float(matmul_rate))
