@@ -10,8 +10,8 @@ and writes new entries in place. Nothing is allocated while generating, so the
 memory is known before the first token (`nbytes`) and a decode step always
 touches the same addresses, which is what CUDA Graph capture needs (chapter 5).
 
-The cache also decides which keys a forward pass reads, and under which mask
-(`window`), because that depends only on how the cache is laid out:
+The cache also decides which keys a forward pass reads (`begin_pass`), and under
+which mask (`mask`), because that depends only on how the cache is laid out:
 
 - dynamic (the default): attention reads the filled prefix, positions 0..last,
   where `last` is the newest token's position. The shapes grow by one each step;
@@ -52,11 +52,12 @@ def causal_mask(input_pos: torch.Tensor, n_keys: int) -> torch.Tensor:
 
 
 class KVCache(nn.Module):
-    """Preallocated keys and values for every layer, and the window each forward pass reads.
+    """Preallocated keys and values for every layer, and the keys each forward pass reads.
 
-    A forward pass calls `window(input_pos, batch_size)` once, before any layer
-    runs, then each layer calls `update(layer, input_pos, k, v)`, which writes the
-    new keys and values and returns the keys and values that the pass may read.
+    A forward pass calls `begin_pass(input_pos, batch_size)` once, before any
+    layer runs, and takes its attention mask from `mask(input_pos)`; then each
+    layer calls `update(layer, input_pos, k, v)`, which writes the new keys and
+    values and returns the keys and values that the pass may read.
     """
 
     def __init__(self, cfg: ModelConfig, batch_size: int, capacity: int,
@@ -73,7 +74,7 @@ class KVCache(nn.Module):
                 "the model was never trained on positions that far. Ask for fewer tokens.")
         self.n_layers, self.batch_size, self.capacity = cfg.n_layers, batch_size, capacity
         self.static = static
-        self.n_keys = capacity  # keys `update` returns; a dynamic cache sets it in every `window` call
+        self.n_keys = capacity  # keys `update` returns; a dynamic cache sets it in every `begin_pass`
         shape = (cfg.n_layers, batch_size, cfg.n_kv_heads, capacity, cfg.head_dim)
         self.register_buffer("k", torch.zeros(shape, dtype=dtype, device=device), persistent=False)
         self.register_buffer("v", torch.zeros(shape, dtype=dtype, device=device), persistent=False)
@@ -83,16 +84,13 @@ class KVCache(nn.Module):
         """Bytes held by the key and value buffers together (the whole capacity)."""
         return self.k.nbytes + self.v.nbytes
 
-    def window(self, input_pos: torch.Tensor, batch_size: int) -> torch.Tensor | None:
+    def begin_pass(self, input_pos: torch.Tensor, batch_size: int) -> None:
         """Begin a forward pass that writes `batch_size` sequences' tokens at positions `input_pos`, (S,) for
-        all sequences alike or (B, S) for each its own.
+        all sequences alike or (B, S) for each its own: check that they fit, and fix how many keys `update`
+        returns (`n_keys`, T).
 
-        Checks that they fit, fixes how many keys `update` will return (T), and
-        returns the mask of the keys each new token may read ((S, T), or
-        (B, 1, S, T) for per-sequence positions), or None when every new token
-        may read all T of them (one new token at one shared position, dynamic
-        cache). A static cache does not check positions: that would make the
-        host wait for the device, which a CUDA Graph cannot do.
+        A static cache reads its whole capacity and does not check positions:
+        that would make the host wait for the device, which a CUDA Graph cannot do.
         """
         if batch_size != self.batch_size:
             raise ValueError(
@@ -103,20 +101,27 @@ class KVCache(nn.Module):
             raise ValueError(f"Per-sequence positions need one row per sequence: got {input_pos.shape[0]} rows "
                              f"for a batch of {batch_size}.")
         if self.static:
-            return causal_mask(input_pos, self.capacity)  # unwritten positions hidden
+            return  # n_keys stays the capacity; the mask hides the unwritten positions
         last = int(input_pos.max())
         if last >= self.capacity:
             raise CacheOverflowError(
                 f"Position {last} does not fit in a KV cache of capacity {self.capacity} tokens. "
                 "Allocate a cache with capacity >= prompt length + max_new_tokens.")
         self.n_keys = last + 1  # read the filled prefix only (the longest sequence's, with per-sequence positions)
-        return causal_mask(input_pos, self.n_keys) if per_sequence or len(input_pos) > 1 else None
+
+    def mask(self, input_pos: torch.Tensor) -> torch.Tensor | None:
+        """The keys each new token at `input_pos` may read in the pass `begin_pass` began: (S, T), or
+        (B, 1, S, T) for per-sequence positions; None when every new token may read all T of them (one new
+        token at one shared position, dynamic cache)."""
+        if self.static or input_pos.dim() == 2 or len(input_pos) > 1:
+            return causal_mask(input_pos, self.n_keys)
+        return None
 
     def update(self, layer: int, input_pos: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
         """Write `k`, `v` of shape (B, n_kv_heads, S, head_dim) at positions `input_pos`, (S,) or (B, S), of `layer`.
 
         Returns the keys and values this pass reads, each (B, n_kv_heads, T, head_dim),
-        T as fixed by `window`.
+        T as fixed by `begin_pass`.
         """
         if input_pos.dim() == 1:  # the same positions in every sequence
             self.k[layer].index_copy_(2, input_pos, k)

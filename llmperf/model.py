@@ -11,7 +11,7 @@ The same `forward` serves every use in the course:
   generation loop that re-runs everything each step);
 - with a `KVCache`: `input_pos` says where the S new tokens sit; their keys and
   values are written into the cache, and attention reads the earlier positions
-  back from it (the cache decides which: `KVCache.window`). Prefill is
+  back from it (the cache decides which: `KVCache.begin_pass`). Prefill is
   S = prompt length, a decode step is S = 1.
 
 Names follow Meta's reference implementation: wq wk wv wo for attention,
@@ -175,7 +175,7 @@ class Transformer(nn.Module):
         Without a cache the tokens are a whole sequence at positions 0..S-1, and
         attention is causal over them. With a cache, input_pos (S,) says where the
         new tokens sit (contiguous positions), or input_pos (B, S) where each sequence's sit; the cache checks
-        they fit and says which keys they read (see KVCache.window).
+        they fit and says which keys they read (see KVCache.begin_pass and KVCache.mask).
         `last_only` computes the LM head for the last position only, (B, 1, vocab):
         all a prefill needs, and for SmolLM2's large vocabulary a large share of its FLOPs.
         With `lengths` (B,) each sequence's last position is its own, lengths[b] - 1:
@@ -198,7 +198,8 @@ class Transformer(nn.Module):
         elif input_pos is None:
             raise ValueError("With a KV cache, pass input_pos: the positions of the new tokens.")
         else:
-            mask = cache.window(input_pos, B)  # (S, T) or None
+            cache.begin_pass(input_pos, B)  # they fit; the pass reads T keys
+            mask = cache.mask(input_pos)  # (S, T) or None
         rope = self.rope_cos[input_pos], self.rope_sin[input_pos]  # cos and sin, (S, hd) each, or (B, S, hd)
         if input_pos.dim() == 2:  # each sequence at its own positions: one set of angles per sequence
             rope = rope[0][:, None], rope[1][:, None]  # (B, 1, S, hd), shared by the heads

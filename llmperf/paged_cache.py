@@ -10,7 +10,7 @@ p % block_size. The extra last block is scratch: a pass's padding (a short promp
 is written there, where no sequence reads it.
 
 A forward pass sees the pool through a `PagedView` of its sequences' tables, which the model uses as it uses a
-`KVCache`: `window` once per pass, `update` once per layer. `update` writes the new keys and values into their
+`KVCache`: `begin_pass` and `mask` once per pass, `update` once per layer. `update` writes the new keys and values into their
 blocks, then gathers every key the pass reads into a contiguous (B, n_kv_heads, T, head_dim) tensor: one copy of
 the sequences' keys and values per layer, the price of paging without a kernel that reads the blocks in place
 (vLLM's PagedAttention kernel does). Its cost is measured in chapter 6 and `benchmarks/serving.py`.
@@ -72,13 +72,16 @@ class PagedView:
             self._table = torch.tensor(self.table_list, dtype=torch.long, device=self.cache.k.device)
         return self._table
 
-    def window(self, input_pos: torch.Tensor, batch_size: int) -> torch.Tensor | None:
+    def begin_pass(self, input_pos: torch.Tensor, batch_size: int) -> None:
         """Begin a pass writing `batch_size` sequences' tokens at `input_pos`, (S,) for all alike or (B, S) each
-        its own; returns the mask of the keys each new token may read, as `KVCache.window` does."""
+        its own: one row per block table, the new tokens' blocks found anew by the pass's first `update`."""
         if batch_size != self.batch_size:
             raise ValueError(f"This view holds {self.batch_size} block tables, but the tokens have batch size "
                              f"{batch_size}.")
         self.blocks = None  # where the new tokens go: found by the first `update`
+
+    def mask(self, input_pos: torch.Tensor) -> torch.Tensor | None:
+        """The keys each new token may read, as `KVCache.mask` gives them."""
         return causal_mask(input_pos, self.n_keys) if input_pos.dim() == 2 or input_pos.numel() > 1 else None
 
     def update(self, layer: int, input_pos: torch.Tensor, k: torch.Tensor, v: torch.Tensor):

@@ -88,9 +88,9 @@ def test_per_sequence_positions_are_checked(tiny):
                                                                [[[True, True, True, True]]]]
     cache = new_cache(tiny, 2, 8)
     with pytest.raises(ValueError, match="one row per sequence"):
-        cache.window(torch.tensor([[1], [2], [3]]), 2)
+        cache.begin_pass(torch.tensor([[1], [2], [3]]), 2)
     with pytest.raises(CacheOverflowError, match="does not fit"):
-        cache.window(torch.tensor([[1], [8]]), 2)
+        cache.begin_pass(torch.tensor([[1], [8]]), 2)
     with pytest.raises(ValueError, match="Slot 2 does not exist"):
         cache.load(2, new_cache(tiny, 1, 8), 4)
     with pytest.raises(ValueError, match="Slot 2 does not exist in a cache of batch size 2"):

@@ -46,12 +46,14 @@ def test_decode_step_takes_its_position_as_a_tensor(tiny):
 def test_the_cache_decides_what_attention_reads(tiny):
     """Dynamic: the filled prefix, unmasked for one token. Static: the whole buffer, unwritten positions masked."""
     dynamic, static = new_cache(tiny, 1, 10), new_cache(tiny, 1, 10, static=True)
-    assert dynamic.window(torch.tensor([6]), 1) is None and dynamic.n_keys == 7
-    assert dynamic.window(torch.arange(3), 1).tolist() == [[True, False, False], [True, True, False], [True] * 3]
-    mask = static.window(torch.tensor([6]), 1)
-    assert mask.tolist() == [[True] * 7 + [False] * 3] and static.n_keys == 10
+    dynamic.begin_pass(torch.tensor([6]), 1)
+    assert dynamic.mask(torch.tensor([6])) is None and dynamic.n_keys == 7
+    dynamic.begin_pass(torch.arange(3), 1)
+    assert dynamic.mask(torch.arange(3)).tolist() == [[True, False, False], [True, True, False], [True] * 3]
+    static.begin_pass(torch.tensor([6]), 1)
+    assert static.mask(torch.tensor([6])).tolist() == [[True] * 7 + [False] * 3] and static.n_keys == 10
     k = torch.ones(1, tiny.cfg.n_kv_heads, 1, tiny.cfg.head_dim)
-    dynamic.window(torch.tensor([6]), 1)
+    dynamic.begin_pass(torch.tensor([6]), 1)
     assert dynamic.update(0, torch.tensor([6]), k, k)[0].shape[2] == 7  # positions 0..6
     assert static.update(0, torch.tensor([6]), k, k)[0].shape[2] == 10
 

@@ -152,7 +152,7 @@ class FusedTransformer(Transformer):
         if not self.runs_in_numpy(tokens, input_pos, cache):
             return super().forward(tokens, input_pos, cache, last_only, lengths)
         B = tokens.shape[0]
-        cache.window(input_pos if input_pos.dim() == 2 else input_pos.reshape(-1), B)  # they fit, as model.py checks
+        cache.begin_pass(input_pos if input_pos.dim() == 2 else input_pos.reshape(-1), B)  # they fit, as in model.py
         if B == 1:
             logits = self.numpy_step(int(tokens), int(input_pos), cache)
         else:  # each sequence at its own position (B, 1), or all at one (1,)

@@ -43,12 +43,13 @@ class LayerCheck:
 
 def check_layer(model, layer_index: int, x: torch.Tensor, pos: int, cache, out: torch.Tensor) -> LayerCheck:
     """Run `model.layers[layer_index]` on `x` (B, 1, d_model), the token at position `pos`, against `cache`,
-    as the model's forward pass does (`cache.window` first, then the layer with that position's RoPE angles),
-    and compare its output with `out`, the written-out layer's. Raises AssertionError when they differ by more
-    than the dtype's rounding."""
+    as the model's forward pass does (`cache.begin_pass` and `cache.mask` first, then the layer with that
+    position's RoPE angles), and compare its output with `out`, the written-out layer's. Raises AssertionError
+    when they differ by more than the dtype's rounding."""
     input_pos = torch.tensor([pos], device=x.device)
     with torch.inference_mode():
-        mask = cache.window(input_pos, x.shape[0])  # None: one new token reads every position up to its own
+        cache.begin_pass(input_pos, x.shape[0])
+        mask = cache.mask(input_pos)  # None: one new token reads every position up to its own
         rope = model.rope_cos[input_pos], model.rope_sin[input_pos]
         expected = model.layers[layer_index](x, rope, mask, input_pos, cache)
     result = LayerCheck(float((out.float() - expected.float()).abs().max()), float(expected.float().abs().max()),
