@@ -174,15 +174,16 @@ def test_same_flops_counts_exactly_and_checks_both_ways(small):
 
 def test_the_ways_out_compare_each_pass_with_a_plain_step(small, monkeypatch):
     monkeypatch.setattr(hardware, "measure_bandwidth", lambda device: {"read": 20e9, "copy": 20e9})
-    ways = chain.measure_ways_out(small)
-    assert list(ways.ways) == ["one step, float32", "one step, bfloat16", "one step, batch 2", "one pass over 2 new tokens"]
-    assert ways.ratio("one step, bfloat16", "bytes") < 0.51 and ways.ways["one step, batch 2"]["tokens"] == 2
-    numbers = ways.numbers()
+    ways_out = chain.measure_ways_out(small)
+    assert list(ways_out.passes) == ["one step, float32", "one step, bfloat16", "one step, batch 2",
+                                     "one pass over 2 new tokens"]
+    assert ways_out.ratio("one step, bfloat16", "bytes") < 0.51 and ways_out.passes["one step, batch 2"]["tokens"] == 2
+    numbers = ways_out.numbers()
     assert numbers["batch"] == 2 and numbers["k"] == 2 and "bfloat16 step ran" in numbers["bf16_text"]
-    assert len(ways.table().data) == 4
-    serialisable(ways)
+    assert len(ways_out.table().data) == 4
+    serialisable(ways_out)
     answers = chain.exercise_numbers(chain.LatencyLine(chain.Ingredients(8, 0.1, 0.02), [2, 4], [0.12, 0.16], 4,
-                                                       0.02, 0.02, 0.08, 1.0), ways)
+                                                       0.02, 0.02, 0.08, 1.0), ways_out)
     assert answers["ex_t500"] == pytest.approx(0.1 + 499 * 0.02) and answers["ex_n_long"] == 8
 
 
@@ -225,15 +226,15 @@ def test_every_glued_name_of_the_chapter_comes_from_a_record():
     line = chain.LatencyLine(chain.Ingredients(8, 0.1, 0.02), [2, 3, 4], [0.12, 0.14, 0.16], 4, 0.02, 0.02, 0.08,
                              1.0)
     one = {"bytes": 1e6, "seconds": 1e-3, "tokens": 1}
-    ways = chain.WaysOut("float32", 2, 2, {"one step, float32": one, "one step, bfloat16": dict(one, seconds=6e-4),
-                                           "one step, batch 2": dict(one, tokens=2),
-                                           "one pass over 2 new tokens": dict(one, tokens=2)}, 2e9)
+    ways_out = chain.WaysOut("float32", 2, 2, {"one step, float32": one, "one step, bfloat16": dict(one, seconds=6e-4),
+                                               "one step, batch 2": dict(one, tokens=2),
+                                               "one pass over 2 new tokens": dict(one, tokens=2)}, 2e9)
     links = chain.ChainLinks("p", [1, 2], ["a", "b"], ["b", "c"], 3, 1000)
     loop = chain.LoopCheck(4, [1, 2, 3], [1, 2, 3], [0.01, 0.012], 0.011)
     parts = [{"device": "cpu", "dtype": "float32"}, links.numbers(), chain.kv_primer().numbers(),
              loop.numbers(), chain.Ingredients(8, 0.1, 0.02).numbers(), line.numbers(),
-             chain.SameFlops(4, 10, 12, 10, 12, 0.01, 0.05).numbers(), ways.numbers(), speculation_run().numbers(),
-             chain.exercise_numbers(line, ways), chain.tensor_parallel().numbers()]
+             chain.SameFlops(4, 10, 12, 10, 12, 0.01, 0.05).numbers(), ways_out.numbers(),
+             speculation_run().numbers(), chain.exercise_numbers(line, ways_out), chain.tensor_parallel().numbers()]
     check_glued_once(parts, NOTEBOOK, unread_allowed={"device"})
     cells = json.loads(NOTEBOOK.read_text())["cells"]
     assert any("(kv-cache-primer)=" in "".join(c["source"]) for c in cells if c["cell_type"] == "markdown")

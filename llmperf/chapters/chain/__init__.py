@@ -27,7 +27,7 @@ time to a run), taken in turns (`timing.time_in_turns`) so that a burst of
 other work cannot cover every run of one thing.
 
 Where each lives: `kv` (the primer), `loop` (the greedy loop and its check), `latency` (the chain, the
-ingredients, the latency line, the same FLOPs), `ways` (the three ways out, their sentence, the exercises'
+ingredients, the latency line, the same FLOPs), `ways_out` (the three ways out, their sentence, the exercises'
 numbers), `speculation` (prompt lookup measured), `parallel` (tensor parallelism's arithmetic), `claims` (the
 sentences chosen from the latency line's and the speculation's numbers).
 """
@@ -44,4 +44,4 @@ from .speculation import (COPY_TASK, SPEC_K, SPEC_NGRAM, SPEC_TOKENS, Speculatio
                           measure_speculation)
 from .kv import KVPrimer, KVRow, kv_primer  # noqa: F401
 from ..setup import float32_model  # noqa: F401
-from .ways import WaysOut, exercise_numbers, halved_bytes, measure_ways_out  # noqa: F401
+from .ways_out import WaysOut, exercise_numbers, halved_bytes, measure_ways_out  # noqa: F401

@@ -20,7 +20,7 @@ from .latency import LatencyLine
 class WaysOut:
     """One pass of each way out, against a plain decode step at the chapter's prompt length.
 
-    ways: name -> {"bytes": bytes the pass reads (weights once, a cache per sequence), "seconds": the fastest
+    passes: name -> {"bytes": bytes the pass reads (weights once, a cache per sequence), "seconds": the fastest
     of its runs, "tokens": tokens it produces}. `base` is the plain step's name, `float32`/`bfloat16` the
     names of the one-step passes in each dtype; `read_bandwidth` (bytes/s) the probe's, for the prediction.
     """
@@ -28,7 +28,7 @@ class WaysOut:
     dtype: str
     batch: int
     k: int
-    ways: dict[str, dict[str, float]]
+    passes: dict[str, dict[str, float]]
     read_bandwidth: float
 
     @property
@@ -37,7 +37,7 @@ class WaysOut:
 
     def ratio(self, name: str, what: str) -> float:
         """`name`'s bytes or seconds (`what`) ÷ the plain step's."""
-        return self.ways[name][what] / self.ways[self.base][what]
+        return self.passes[name][what] / self.passes[self.base][what]
 
     @property
     def batch_name(self) -> str:
@@ -52,12 +52,12 @@ class WaysOut:
 
         rows = [{"pass": name, "bytes (MB)": w["bytes"] / 1e6, "predicted ×": self.ratio(name, "bytes"),
                  "measured ×": self.ratio(name, "seconds"), "tokens/s": w["tokens"] / w["seconds"]}
-                for name, w in self.ways.items()]
+                for name, w in self.passes.items()]
         return pd.DataFrame(rows).style.format({"bytes (MB)": "{:.0f}", "predicted ×": "{:.2f}",
                                                 "measured ×": "{:.2f}", "tokens/s": "{:.1f}"}).hide(axis="index")
 
     def numbers(self) -> dict:
-        f32, bf16 = self.ways["one step, float32"], self.ways["one step, bfloat16"]
+        f32, bf16 = self.passes["one step, float32"], self.passes["one step, bfloat16"]
         f32_share = f32["bytes"] / f32["seconds"] / self.read_bandwidth
         return {"bf16_text": halved_bytes(f32["seconds"], bf16["seconds"], f32_share), "batch": self.batch,
                 "batch_step_ratio": self.ratio(self.batch_name, "seconds"),
@@ -74,25 +74,25 @@ def measure_ways_out(s: Setup) -> WaysOut:
     B, k, ctx = s.sizes.chain_batch, s.sizes.chain_multi_token, s.sizes.chain_prompt
     other_dtype = torch.float32 if s.dtype != torch.float32 else torch.bfloat16
     model_other = copy.deepcopy(s.model).to(other_dtype)
-    passes = {  # name: (model, batch, new tokens per sequence)
+    to_time = {  # name: (model, batch, new tokens per sequence)
         f"one step, {dtype_name(s.dtype)}": (s.model, 1, 1),
         f"one step, {dtype_name(other_dtype)}": (model_other, 1, 1),
         f"one step, batch {B}": (s.model, B, 1),
         f"one pass over {k} new tokens": (s.model, 1, k),
     }
-    ways = {}
-    for name, (m, b, n) in passes.items():
+    passes = {}
+    for name, (m, b, n) in to_time.items():
         seconds = time_forward(m, batch=b, new_tokens=n, context=ctx, all_logits=True, repeat=5 * s.sizes.repeat).min
         # Bytes the pass reads: the weights once, each sequence's cache (n new keys and values instead of one
         # make no visible difference).
-        ways[name] = {"bytes": cost.decode_bytes(s.model.cfg, ctx + n, b, m.dtype.itemsize).total,
-                      "seconds": seconds, "tokens": b * n}
+        passes[name] = {"bytes": cost.decode_bytes(s.model.cfg, ctx + n, b, m.dtype.itemsize).total,
+                        "seconds": seconds, "tokens": b * n}
     del model_other
     read = hardware.measure_bandwidth(s.device)["read"]
-    return WaysOut(dtype_name(s.dtype), B, k, ways, read)
+    return WaysOut(dtype_name(s.dtype), B, k, passes, read)
 
 
-def exercise_numbers(line: LatencyLine, ways: WaysOut, answer_tokens: int = 500,
+def exercise_numbers(line: LatencyLine, ways_out: WaysOut, answer_tokens: int = 500,
                      accepted_per_pass: float = 2.5) -> dict:
     """The exercises' givens and answers, from this machine's fit: a long answer's time (and with a step twice
     as fast), twice the longest run, and speculative decoding's tokens per step's worth of time."""
@@ -100,7 +100,7 @@ def exercise_numbers(line: LatencyLine, ways: WaysOut, answer_tokens: int = 500,
     return {"ex_tokens": answer_tokens, "ex_tokens_less_1": answer_tokens - 1, "ex_accepted": accepted_per_pass,
             "ex_t500": ttft + (answer_tokens - 1) * line.slope,
             "ex_t500_fast": ttft + (answer_tokens - 1) * line.slope / 2,
-            "ex_spec": accepted_per_pass / ways.ratio(ways.multi_name, "seconds"),
+            "ex_spec": accepted_per_pass / ways_out.ratio(ways_out.multi_name, "seconds"),
             "ex_n_long": n_long, "ex_t_long": ttft + (n_long - 1) * line.slope}
 
 
