@@ -135,13 +135,13 @@ def test_a_batched_step_runs_in_numpy_each_sequence_at_its_own_position(tiny, st
     assert torch.allclose(caches["fast"].v, caches["plain"].v, atol=1e-6)
 
 
-def pin(monkeypatch, **ways):
+def pin(monkeypatch, **layouts):
     """Fix the host-dependent layouts (`choices.measured_layouts`) instead of measuring them: a kind of matrix
-    named in `ways` (wqkv, wo, w13, w2, head) is stored so, every other output-major."""
+    named in `layouts` (wqkv, wo, w13, w2, head) is stored so, every other output-major."""
     from llmperf.fast import choices
 
     every = dict.fromkeys(("wqkv", "wo", "w13", "w2", "head"), "output-major")
-    monkeypatch.setattr(choices, "measured_layouts", lambda model, build_step: {**every, **ways})
+    monkeypatch.setattr(choices, "measured_layouts", lambda model, build_step: {**every, **layouts})
 
 
 def test_fuse_shares_what_it_does_not_fuse(tiny, monkeypatch):
@@ -170,8 +170,8 @@ def test_smollm2_wo_is_padded_for_two_threads(smollm2, threads, monkeypatch):
     model, _ = smollm2
     monkeypatch.setattr(blas, "numpy_uses_openblas", lambda: True)
     monkeypatch.setattr(blas, "openblas_threads", lambda: threads)
-    way = "output-major, padded" if threads > 1 else "output-major"  # as a measurement would choose
-    attn = fast_module.FusedAttention(model.layers[0].attention, {"wo": way})
+    layout = "output-major, padded" if threads > 1 else "output-major"  # as a measurement would choose
+    attn = fast_module.FusedAttention(model.layers[0].attention, {"wo": layout})
     wo = model.layers[0].attention.wo.weight
     if threads == 1:
         assert attn.wo_padded is None and attn.wo.weight is wo

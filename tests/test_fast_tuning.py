@@ -15,15 +15,16 @@ def fresh_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("LLMPERF_CACHE_DIR", str(tmp_path))  # (conftest restores OpenBLAS's threads after each test)
 
 
-def faster(way: str, calls: list):
-    """A stand-in for `tuning.time_in_step` that times `way` at 1 ms a step and every other at 2 ms, installing
-    none of them, and counts its calls. Thread counts (`choices.measured_threads`) are counted only if `way` names
-    one; otherwise every thread OpenBLAS starts is fastest, as a real measurement finds on most hosts."""
-    def time_in_step(step, use, arrays, cache):
-        if "thread" in next(iter(arrays)) and "thread" not in way:
-            return {w: 1e-3 if w == tuning.threads_name(blas.available_threads()) else 2e-3 for w in arrays}
-        calls.append(sorted(arrays))
-        return {w: 1e-3 if w == way else 2e-3 for w in arrays}
+def faster(winner: str, calls: list):
+    """A stand-in for `tuning.time_in_step` that times the option named `winner` at 1 ms a step and every other at
+    2 ms, putting none of them in the step, and counts its calls. Thread counts (`choices.measured_threads`) are
+    counted only if `winner` names one; otherwise every thread OpenBLAS starts is fastest, as a real measurement
+    finds on most hosts."""
+    def time_in_step(step, put_in_step, options, cache):
+        if "thread" in next(iter(options)) and "thread" not in winner:
+            return {w: 1e-3 if w == tuning.threads_name(blas.available_threads()) else 2e-3 for w in options}
+        calls.append(sorted(options))
+        return {w: 1e-3 if w == winner else 2e-3 for w in options}
 
     return time_in_step
 
@@ -44,12 +45,12 @@ def test_the_choice_follows_the_measurement_and_is_kept_per_host(tiny, monkeypat
 def test_the_fused_model_follows_the_choice_and_computes_the_same(tiny, monkeypatch):
     tokens = torch.randint(0, tiny.cfg.vocab_size, (1, 12), generator=torch.Generator().manual_seed(7))
     want = cached_logits(tiny, tokens, 4)
-    for way in ("input-major", "output-major"):
-        monkeypatch.setenv("LLMPERF_CACHE_DIR", f"{tuning.cache_file().parent}-{way}")
-        monkeypatch.setattr(tuning, "time_in_step", faster(way, []))
+    for layout in ("input-major", "output-major"):
+        monkeypatch.setenv("LLMPERF_CACHE_DIR", f"{tuning.cache_file().parent}-{layout}")
+        monkeypatch.setattr(tuning, "time_in_step", faster(layout, []))
         fast = fuse(tiny)
         w2 = fast.layers[0].feed_forward.w2.weight
-        assert (w2 is tiny.layers[0].feed_forward.w2.weight) == (way == "output-major")  # a copy only if moved
+        assert (w2 is tiny.layers[0].feed_forward.w2.weight) == (layout == "output-major")  # a copy only if moved
         assert torch.allclose(cached_logits(fast, tokens, 4), want, atol=1e-5)
         caches = [new_cache(tiny, 2, 8), new_cache(tiny, 2, 8)]  # and a batch's step
         with torch.inference_mode():
@@ -60,8 +61,8 @@ def test_the_fused_model_follows_the_choice_and_computes_the_same(tiny, monkeypa
 
 def test_a_real_measurement_in_the_step_chooses_among_the_candidates(tiny):
     fuse(tiny)
-    chosen = tuning.kept(matrices(tiny))
-    assert set(chosen) == {"wqkv", "wo", "w13", "w2", "head"} and set(chosen.values()) <= set(tuning.WAYS)
+    chosen = tuning.saved_layouts(matrices(tiny))
+    assert set(chosen) == {"wqkv", "wo", "w13", "w2", "head"} and set(chosen.values()) <= set(tuning.LAYOUTS)
     for seen in tuning.timings().values():
         chosen = tuning.threads_name(seen["chosen"]) if isinstance(seen["chosen"], int) else seen["chosen"]
         assert chosen == min(seen["step seconds"], key=seen["step seconds"].get)
@@ -71,9 +72,9 @@ def test_a_real_measurement_in_the_step_chooses_among_the_candidates(tiny):
 def test_padding_is_a_candidate_only_where_it_lifts_a_matrix_over_the_line(monkeypatch):
     monkeypatch.setattr(blas, "numpy_uses_openblas", lambda: True)
     monkeypatch.setattr(blas, "openblas_threads", lambda: 2)
-    assert tuning.candidates(576, 576, paddable=True) == list(tuning.WAYS)
-    assert tuning.candidates(576, 576, paddable=False) == list(tuning.WAYS[:2])
-    assert tuning.candidates(960, 576, paddable=True) == list(tuning.WAYS[:2])  # already split
+    assert tuning.candidates(576, 576, paddable=True) == list(tuning.LAYOUTS)
+    assert tuning.candidates(576, 576, paddable=False) == list(tuning.LAYOUTS[:2])
+    assert tuning.candidates(960, 576, paddable=True) == list(tuning.LAYOUTS[:2])  # already split
     assert tuning.first_guess(576, 576, True) == "output-major, padded"
     assert tuning.first_guess(3072, 576, False) == "input-major"
 
@@ -84,7 +85,7 @@ def test_a_cache_that_cannot_be_read_is_measured_again(tiny, monkeypatch):
     tuning.cache_file().write_text("{not json")
     monkeypatch.setattr(tuning, "time_in_step", faster("output-major", calls))
     fuse(tiny)
-    assert len(calls) == 5 and tuning.kept(matrices(tiny))["head"] == "output-major"
+    assert len(calls) == 5 and tuning.saved_layouts(matrices(tiny))["head"] == "output-major"
 
 
 def test_the_host_key_names_what_a_choice_depends_on(monkeypatch):
@@ -106,7 +107,7 @@ def test_packing_follows_the_measurement_and_is_kept_per_host(tiny, monkeypatch)
     monkeypatch.setattr(tuning, "time_in_step", faster("packed", calls))
     fast = fuse(tiny, pack=True)
     assert all(layer.packed is not None for layer in fast.linears()) and ["packed", "plain"] in calls
-    assert tuning.kept_choice(tuning.PRODUCTS, matrices(tiny)) == "packed"
+    assert tuning.saved_choice(tuning.PRODUCTS, matrices(tiny)) == "packed"
     measured = len(calls)
     monkeypatch.setattr(tuning, "time_in_step", faster("plain", calls))
     assert fuse(tiny, pack=True).output.packed is not None and len(calls) == measured  # kept: not measured again
@@ -152,7 +153,7 @@ def test_a_batch_steps_products_get_the_fewest_rows_measured_and_the_same_answer
     monkeypatch.setattr(tuning, "time_in_step", faster(f"{rows} rows", calls))
     fast = fuse(tiny, pack=True)
     assert ["2 rows", "3 rows", "4 rows"] in calls and fast.numpy_step.fewest_rows == rows
-    assert tuning.kept_choice(tuning.FEWEST_ROWS, matrices(tiny)) == rows
+    assert tuning.saved_choice(tuning.FEWEST_ROWS, matrices(tiny)) == rows
     assert "fewest rows: wqkv 128x64" in tuning.report()
     given, product = [], numpy_step.product
     monkeypatch.setattr(numpy_step, "product", lambda x, layer: given.append(len(x)) or product(x, layer))
@@ -186,8 +187,8 @@ def test_the_thread_count_follows_the_measurement_and_is_kept_per_host(tiny, fas
     fuse(tiny)
     assert calls[0] == sorted(tuning.threads_name(n) for n in tuning.thread_counts(blas.available_threads()))
     assert blas.openblas_threads() == fastest
-    assert tuning.kept_choice(tuning.THREADS, matrices(tiny), threads=blas.available_threads()) == fastest
-    assert f"{fastest} threads" in tuning.host_key() and tuning.kept(matrices(tiny)) is not None
+    assert tuning.saved_choice(tuning.THREADS, matrices(tiny), threads=blas.available_threads()) == fastest
+    assert f"{fastest} threads" in tuning.host_key() and tuning.saved_layouts(matrices(tiny)) is not None
     assert "threads: wqkv 128x64" in tuning.report()
     blas.limit_threads(blas.available_threads())
     measured = len(calls)

@@ -2,7 +2,7 @@
 
 OpenBLAS (in NumPy's PyPI wheels) gives a small gemv one thread, and has two gemv
 kernels, chosen by the matrix's layout. `threaded_gemv_rows` and `input_major`
-are the two ways of storing a matrix other than as it is; `tuning` measures which
+are the two layouts of a matrix other than as it is stored; `tuning` measures which
 one this host multiplies fastest. How many threads OpenBLAS runs a product on is
 read and set with threadpoolctl (`openblas_threads`, `limit_threads`); `tuning`
 measures that too.
@@ -109,7 +109,7 @@ def input_major(weight: torch.Tensor) -> torch.Tensor:
     NumPy's product `h @ W` with W stored (in, out), one row per input, runs OpenBLAS's "N" gemv kernel:
     it adds x[i] times row i to the output, and streams long rows. `W @ h` with W stored (out, in) runs
     its "T" kernel: one dot product per output, over rows as long as the input. Which is faster for a shape
-    depends on the host; `tuning` measures it, and `choices.stored` calls this where input-major won. PyTorch
+    depends on the host; `tuning` measures it, and `choices.in_layout` calls this where input-major won. PyTorch
     reads the view.
     """
     return weight.t().contiguous().t()

@@ -3,15 +3,15 @@
 Four choices, each made the first time a model of its shape runs on a host and kept for the next time:
 
     measured_threads      how many threads OpenBLAS runs the step's products on
-    measured_layouts      how each kind of matrix (wqkv, wo, w13, w2, head) is stored for the step (`stored`)
+    measured_layouts      how each kind of matrix (wqkv, wo, w13, w2, head) is stored for the step (`in_layout`)
     measured_products     whether products of several rows read weights packed once (`packing`) or run
                           PyTorch's own product
     measured_fewest_rows  the fewest rows a batch step's products are given (zero rows appended)
 
 Each times whole steps with every candidate, the candidates taking turns (`tuning.time_in_step`), and keeps
 the fastest. Nothing here builds a fused model: the threads and the layouts are timed on a step that the
-caller's `build_step(model, ways)` builds (`fused.numpy_step_of`), the products and the rows on the caller's
-fused model. `stored` and `step_array` say how one matrix is laid out for the step and what view it reads.
+caller's `build_step(model, layouts)` builds (`fused.numpy_step_of`), the products and the rows on the caller's
+fused model. `in_layout` and `step_array` say how one matrix is laid out for the step and what view it reads.
 """
 
 from __future__ import annotations
@@ -22,14 +22,14 @@ from ..model import Transformer
 from . import blas, tuning
 
 
-def stored(weight: torch.Tensor, way: str | None) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """`weight`, (out, in), stored `way` (`tuning.WAYS`) for the NumPy step: as it is (output-major, or None:
+def in_layout(weight: torch.Tensor, layout: str | None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """`weight`, (out, in), stored `layout` (`tuning.LAYOUTS`) for the NumPy step: as it is (output-major, or None:
     not for NumPy), as an (out, in) view of an (in, out) copy (input-major, `blas.input_major`), or as a view of
     the first rows of a copy with zero rows appended (`blas.threaded_gemv_rows`). Returns (the weight PyTorch
     reads, the padded copy or None)."""
-    if way == "input-major":
+    if layout == "input-major":
         return blas.input_major(weight), None
-    if way == "output-major, padded":
+    if layout == "output-major, padded":
         rows = blas.threaded_gemv_rows(*weight.shape, blas.openblas_threads())
         padded = torch.cat([weight.detach(), weight.new_zeros(rows - weight.shape[0], weight.shape[1])])
         return padded[:weight.shape[0]], padded  # (out, in): a view of the padded copy, (rows, in)
@@ -37,7 +37,7 @@ def stored(weight: torch.Tensor, way: str | None) -> tuple[torch.Tensor, torch.T
 
 
 def sources(model: Transformer) -> dict[str, list[torch.Tensor]]:
-    """Each kind of matrix the NumPy step multiplies, (out, in), one per layer (the head: one): what `stored`
+    """Each kind of matrix the NumPy step multiplies, (out, in), one per layer (the head: one): what `in_layout`
     lays out."""
     return {"wqkv": [torch.cat([b.attention.wq.weight, b.attention.wk.weight, b.attention.wv.weight])
                      for b in model.layers],
@@ -67,31 +67,32 @@ def step_array(name: str, weight: torch.Tensor, padded: torch.Tensor | None):
 @torch.no_grad()
 def measured_layouts(model: Transformer, build_step) -> dict[str, str]:
     """How to store each kind of matrix for the NumPy step on this host: kept from an earlier measurement, or
-    measured now and kept. The step is `build_step(model, ways)` with the first guesses' layouts; each kind in
-    turn is timed stored each way it may be (`tuning.candidates`), and the fastest stays in the step while the
+    measured now and kept. The step is `build_step(model, layouts)` with the first guesses' layouts; each kind in
+    turn is timed stored each layout it may be (`tuning.candidates`), and the fastest stays in the step while the
     next kind is timed."""
     from ..generation import new_cache
 
     shapes = matrices(model)
-    ways = tuning.kept(shapes)
-    if ways is not None:
-        return ways
-    ways = tuning.first_guesses(shapes)
-    step = build_step(model, ways)
+    layouts = tuning.saved_layouts(shapes)
+    if layouts is not None:
+        return layouts
+    layouts = tuning.first_guesses(shapes)
+    step = build_step(model, layouts)
     cache, seconds = new_cache(model, 1, 32), {}
     for name, weights in sources(model).items():
-        arrays = {way: [step_array(name, *stored(w, way)) for w in weights] for way in tuning.candidates(*shapes[name])}
+        arrays = {layout: [step_array(name, *in_layout(w, layout)) for w in weights]
+                  for layout in tuning.candidates(*shapes[name])}
         seconds[name] = tuning.time_in_step(step, lambda a, name=name: step.set_matrix(name, a), arrays, cache)
-        ways[name] = min(seconds[name], key=seconds[name].get)
-        step.set_matrix(name, arrays[ways[name]])
-    tuning.keep(shapes, ways, seconds)
-    return ways
+        layouts[name] = min(seconds[name], key=seconds[name].get)
+        step.set_matrix(name, arrays[layouts[name]])
+    tuning.save_layouts(shapes, layouts, seconds)
+    return layouts
 
 
 @torch.no_grad()
 def measured_threads(model: Transformer, build_step) -> int:
     """How many threads OpenBLAS runs the NumPy step's products on, on this host: kept from an earlier
-    measurement, or measured now, whole batch-1 steps of `build_step(model, ways)` (the first guesses' layouts)
+    measurement, or measured now, whole batch-1 steps of `build_step(model, layouts)` (the first guesses' layouts)
     at each of `tuning.thread_counts`, in turns, and kept. Leaves OpenBLAS on it (for the layouts' measurement;
     the model's steps set it as they start: `NumpyDecodeStep.threads`). Returns it."""
     from ..generation import new_cache
@@ -99,15 +100,15 @@ def measured_threads(model: Transformer, build_step) -> int:
     available, shapes = blas.available_threads(), matrices(model)
     if not blas.can_limit_threads():
         return available  # another BLAS: its products run on what it starts with
-    chosen = tuning.kept_choice(tuning.THREADS, shapes, threads=available)
+    chosen = tuning.saved_choice(tuning.THREADS, shapes, threads=available)
     counts = tuning.thread_counts(available)
     if chosen is None and len(counts) > 1:
         blas.limit_threads(available)  # the first guess's padding, as for the threads OpenBLAS starts
         step = build_step(model, tuning.first_guesses(shapes))
-        ways = {tuning.threads_name(n): n for n in counts}
-        seconds = tuning.time_in_step(step, blas.limit_threads, ways, new_cache(model, 1, 32))
-        chosen = ways[min(seconds, key=seconds.get)]
-        tuning.keep_choice(tuning.THREADS, shapes, chosen, seconds, threads=available)
+        options = {tuning.threads_name(n): n for n in counts}
+        seconds = tuning.time_in_step(step, blas.limit_threads, options, new_cache(model, 1, 32))
+        chosen = options[min(seconds, key=seconds.get)]
+        tuning.save_choice(tuning.THREADS, shapes, chosen, seconds, threads=available)
     threads = chosen or available  # none kept, one count to try: what OpenBLAS starts
     blas.limit_threads(threads)
     return threads
@@ -127,14 +128,14 @@ def measured_products(fused, packs: dict) -> str:
         fused(prompt, torch.arange(32), alone, last_only=True)
         fused.numpy_step.batch([token] * rows, [pos] * rows, batch)
 
-    def use(way):
+    def set_products(how):
         for layer, pack in packs.items():
-            layer.packed = pack if way == "packed" else None
+            layer.packed = pack if how == "packed" else None
 
-    seconds = tuning.time_in_step(work, use, {"plain": "plain", "packed": "packed"}, None)
+    seconds = tuning.time_in_step(work, set_products, {"plain": "plain", "packed": "packed"}, None)
     chosen = min(seconds, key=seconds.get)
-    use(chosen)
-    tuning.keep_choice(tuning.PRODUCTS, matrices(fused), chosen, seconds)
+    set_products(chosen)
+    tuning.save_choice(tuning.PRODUCTS, matrices(fused), chosen, seconds)
     return chosen
 
 
@@ -150,13 +151,13 @@ def measured_fewest_rows(fused, candidates=(2, 3, 4)) -> int:
     def two_rows(token, pos, cache):
         step.batch([token] * 2, [pos] * 2, cache)
 
-    def give(rows):
+    def set_fewest_rows(rows):
         step.fewest_rows = rows
 
-    ways = {f"{r} rows": r for r in candidates}
-    seconds = tuning.time_in_step(two_rows, give, ways, new_cache(fused, 2, 64))
-    rows = ways[min(seconds, key=seconds.get)]
+    options = {f"{r} rows": r for r in candidates}
+    seconds = tuning.time_in_step(two_rows, set_fewest_rows, options, new_cache(fused, 2, 64))
+    rows = options[min(seconds, key=seconds.get)]
     rows = 1 if rows == 2 else rows
-    give(rows)
-    tuning.keep_choice(tuning.FEWEST_ROWS, matrices(fused), rows, seconds)
+    set_fewest_rows(rows)
+    tuning.save_choice(tuning.FEWEST_ROWS, matrices(fused), rows, seconds)
     return rows

@@ -12,7 +12,7 @@ from torch import nn
 
 from ..model import Attention, FeedForward, Transformer, apply_rope, attend
 from . import choices, packing, tuning
-from .choices import matrices, stored
+from .choices import in_layout, matrices
 from .numpy_step import NumpyDecodeStep
 
 
@@ -38,18 +38,19 @@ def linear(weight: torch.Tensor) -> Linear:
 class FusedAttention(nn.Module):
     """Attention whose q, k, v projections are one matrix, and whose q and k are rotated in one op.
 
-    For the NumPy step, that matrix and wo are stored as `ways` says (`choices.stored`; None: not for NumPy); wo may be
-    stored with zero rows appended: `wo_padded` holds them, and `wo` is a view of its first rows, so PyTorch's
-    path reads the same weights.
+    For the NumPy step, that matrix and wo are stored as `layouts` says (`choices.in_layout`; None: not for
+    NumPy); wo may be stored with zero rows appended: `wo_padded` holds them, and `wo` is a view of its first
+    rows, so PyTorch's path reads the same weights.
     """
 
-    def __init__(self, attn: Attention, ways: dict[str, str] | None = None):
+    def __init__(self, attn: Attention, layouts: dict[str, str] | None = None):
         super().__init__()
-        ways = ways or {}
+        layouts = layouts or {}
         self.layer_id = attn.layer_id
         self.n_heads, self.n_kv_heads, self.head_dim = attn.n_heads, attn.n_kv_heads, attn.head_dim
-        self.wqkv = linear(stored(torch.cat([attn.wq.weight, attn.wk.weight, attn.wv.weight]), ways.get("wqkv"))[0])
-        wo, self.wo_padded = stored(attn.wo.weight, ways.get("wo"))  # (d, q): shared, unless stored otherwise
+        wqkv = torch.cat([attn.wq.weight, attn.wk.weight, attn.wv.weight])  # (q_dim + 2·kv_dim, d)
+        self.wqkv = linear(in_layout(wqkv, layouts.get("wqkv"))[0])
+        wo, self.wo_padded = in_layout(attn.wo.weight, layouts.get("wo"))  # (d, q): shared, unless stored otherwise
         self.wo = linear(wo)
 
     def forward(self, x, rope, mask, input_pos, cache):
@@ -67,11 +68,11 @@ class FusedAttention(nn.Module):
 class FusedFeedForward(nn.Module):
     """SwiGLU whose gate (w1) and up (w3) projections are one matrix."""
 
-    def __init__(self, ff: FeedForward, ways: dict[str, str] | None = None):
+    def __init__(self, ff: FeedForward, layouts: dict[str, str] | None = None):
         super().__init__()
-        ways = ways or {}
-        self.w13 = linear(stored(torch.cat([ff.w1.weight, ff.w3.weight]), ways.get("w13"))[0])  # (2·d_ff, d)
-        self.w2 = linear(stored(ff.w2.weight, ways.get("w2"))[0])  # shared with the plain model unless copied
+        layouts = layouts or {}
+        self.w13 = linear(in_layout(torch.cat([ff.w1.weight, ff.w3.weight]), layouts.get("w13"))[0])  # (2·d_ff, d)
+        self.w2 = linear(in_layout(ff.w2.weight, layouts.get("w2"))[0])  # shared with the plain model unless copied
 
     def forward(self, x):
         gate, up = self.w13(x).chunk(2, dim=-1)  # (B, S, 2·d_ff) -> two (B, S, d_ff)
@@ -85,12 +86,12 @@ class FusedTransformer(Transformer):
     It is a Transformer, built by Transformer's own constructor on the meta device
     (a skeleton that allocates nothing), whose parts are then replaced: the
     embedding, norms and rotary tables by `model`'s own, wo, w2 and the LM head by
-    `model`'s or by copies laid out for NumPy as `ways` says (by default, as
+    `model`'s or by copies laid out for NumPy as `layouts` says (by default, as
     `choices.measured_layouts` finds fastest here), and attention and the MLP by their fused
     forms. Transformer.forward runs everything but the NumPy step.
     """
 
-    def __init__(self, model: Transformer, ways: dict[str, str] | None = None):
+    def __init__(self, model: Transformer, layouts: dict[str, str] | None = None):
         with torch.device("meta"):
             super().__init__(model.cfg)
         for_numpy = model.dtype == torch.float32 and model.device.type == "cpu"  # its decode steps: NumPy
@@ -98,17 +99,17 @@ class FusedTransformer(Transformer):
         # after the thread count OpenBLAS runs them on)
         threads = None
         if not for_numpy:
-            ways = None
-        elif not ways:
+            layouts = None
+        elif not layouts:
             threads = choices.measured_threads(model, numpy_step_of)
-            ways = choices.measured_layouts(model, numpy_step_of)
+            layouts = choices.measured_layouts(model, numpy_step_of)
         self.tok_embeddings, self.norm = model.tok_embeddings, model.norm
         for block, plain in zip(self.layers, model.layers):
             block.attention_norm, block.ffn_norm = plain.attention_norm, plain.ffn_norm
-            block.attention = FusedAttention(plain.attention, ways)
-            block.feed_forward = FusedFeedForward(plain.feed_forward, ways)
+            block.attention = FusedAttention(plain.attention, layouts)
+            block.feed_forward = FusedFeedForward(plain.feed_forward, layouts)
         # The LM head, a copy if stored otherwise than as it is (for tied models the embedding stays as it is)
-        self.output = linear(stored(model.output.weight, ways and ways["head"])[0])
+        self.output = linear(in_layout(model.output.weight, layouts and layouts["head"])[0])
         self.rope_cos, self.rope_sin = model.rope_cos, model.rope_sin
         self.numpy_step = NumpyDecodeStep(self) if for_numpy else None
         if threads is not None:
@@ -127,13 +128,13 @@ class FusedTransformer(Transformer):
         packed."""
         if self.numpy_step is None or not packing.available():
             return False
-        chosen = tuning.kept_choice(tuning.PRODUCTS, matrices(self))
+        chosen = tuning.saved_choice(tuning.PRODUCTS, matrices(self))
         packs = {} if chosen == "plain" else {layer: packing.pack(layer.weight) for layer in self.linears()}
         if chosen is None:
             chosen = choices.measured_products(self, packs)
         for layer, pack in packs.items():
             layer.packed = pack if chosen == "packed" else None
-        rows = tuning.kept_choice(tuning.FEWEST_ROWS, matrices(self))
+        rows = tuning.saved_choice(tuning.FEWEST_ROWS, matrices(self))
         if rows is None:
             rows = choices.measured_fewest_rows(self)
         self.numpy_step.fewest_rows = rows
@@ -166,10 +167,10 @@ class FusedTransformer(Transformer):
                            "made from. Move or cast that model first, then fuse it: fuse(model.to(...)).")
 
 
-def numpy_step_of(model: Transformer, ways: dict[str, str]) -> NumpyDecodeStep:
-    """The NumPy step of `model` fused with its matrices stored as `ways`: what `choices` times the threads and
+def numpy_step_of(model: Transformer, layouts: dict[str, str]) -> NumpyDecodeStep:
+    """The NumPy step of `model` fused with its matrices stored as `layouts`: what `choices` times the threads and
     the layouts on (its `build_step`)."""
-    return FusedTransformer(model, ways).numpy_step
+    return FusedTransformer(model, layouts).numpy_step
 
 
 @torch.no_grad()
@@ -180,7 +181,7 @@ def fuse(model: Transformer, pack: bool = False) -> FusedTransformer:
     LM head too unless one is stored otherwise for NumPy. The fused matrices are new,
     so it takes extra memory equal to the q, k, v, gate and up matrices; float32 on a
     CPU adds a copy of each of wo, w2 and the LM head that this host's step runs
-    faster stored otherwise (`choices.stored`: input-major, or wo with zero rows).
+    faster stored otherwise (`choices.in_layout`: input-major, or wo with zero rows).
     Which those are is measured in the step the first time a model of this shape is
     fused on this host, a few seconds for SmolLM2, and kept (`choices`, `tuning`).
     Neither model may be moved or cast afterwards (the fused one refuses to be).

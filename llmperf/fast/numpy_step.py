@@ -54,7 +54,7 @@ class NumpyDecodeStep:
         cfg = model.cfg
         view = lambda t: t.detach().numpy()  # shares memory with the tensor  # noqa: E731
         self.cfg, self.eps = cfg, cfg.norm_eps
-        # Each weight is stored input-major or output-major, as this host multiplies it fastest (`choices.stored`);
+        # Each weight is stored input-major or output-major, as this host multiplies it fastest (`choices.in_layout`);
         # a product's expression does not depend on it: NumPy hands BLAS the layout, which picks its kernel.
         # The head, like wqkv and w13, is taken as an (in, out) view: `h @ W` (`LayerWeights`).
         self.layers = [LayerWeights(

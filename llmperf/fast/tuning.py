@@ -9,21 +9,21 @@ were not the best.
 
 So the answers are measured here, in the step itself: `choices.measured_layouts` builds the step with a first
 guess (`first_guess`), then for each kind of matrix (wqkv, wo, w13, w2, head) times whole steps with that kind
-stored each way it may be (`candidates`), the ways taking turns so that a drifting machine affects them alike
+stored each layout it may be (`candidates`), the layouts taking turns so that a drifting machine affects them alike
 (`time_in_step`), and keeps the fastest before it tries the next kind. A gemv timed on its own, with copies of
 one shape, did not predict the step: on one host it chose layouts 3 % slower there (commit 24b0f57's benchmarks page).
 
 A server's model also decides whether products of several rows (a batch's decode step, a prompt's prefill)
 read weights packed once (`packing`) or PyTorch's own product packs them at every call: `choices.measured_products`
-times both, in turns, and keeps the faster (`kept_choice(PRODUCTS, ...)`, `keep_choice`). And a product of two
+times both, in turns, and keeps the faster (`saved_choice(PRODUCTS, ...)`, `save_choice`). And a product of two
 rows can take longer than one of three or four (a library's kernel for few rows is not its best):
 `choices.measured_fewest_rows` times a two-row step with its products given 2, 3 and 4 rows (zero rows appended)
-and keeps the fastest (`kept_choice(FEWEST_ROWS, ...)`).
+and keeps the fastest (`saved_choice(FEWEST_ROWS, ...)`).
 
 Before all of these, the thread count: a memory-bound product needs enough threads to draw the memory's bandwidth,
 and every thread more must be woken and waited for at each of the step's products (four a layer, and the head).
 `choices.measured_threads` times whole batch-1 steps with OpenBLAS on each of `thread_counts` (1, 2, 4, ... and every
-thread it would start), in turns, keeps the fastest (`kept_choice(THREADS, ...)`, keyed by the threads OpenBLAS
+thread it would start), in turns, keeps the fastest (`saved_choice(THREADS, ...)`, keyed by the threads OpenBLAS
 would start); the model's steps run OpenBLAS on it (`NumpyDecodeStep.threads`, `blas.use_threads`). The layouts are
 then measured, and kept, for that count.
 
@@ -45,11 +45,11 @@ from pathlib import Path
 from ..host import CPU_FLAGS, cpu_flags, cpu_name
 from . import blas
 
-WAYS = ("input-major", "output-major", "output-major, padded")
+LAYOUTS = ("input-major", "output-major", "output-major, padded")
 """How a matrix can be stored for the NumPy step. Padding applies to output-major storage of a matrix under
 OpenBLAS's one-thread line whose extra outputs the step cuts off (wo's)."""
 
-ROUNDS, STEPS = 4, 5  # per kind of matrix: rounds of STEPS timed steps for each way, the ways in turn
+ROUNDS, STEPS = 4, 5  # per kind of matrix: rounds of STEPS timed steps for each layout, the layouts in turn
 
 
 def host_key(threads: int | None = None) -> str:
@@ -80,20 +80,20 @@ def key(name: str, rows: int, cols: int, paddable: bool) -> str:
 
 
 def candidates(rows: int, cols: int, paddable: bool) -> list[str]:
-    """The ways worth timing for a (rows, cols) matrix: both layouts, and padding where it can lift the matrix
+    """The layouts worth timing for a (rows, cols) matrix: both layouts, and padding where it can lift the matrix
     over OpenBLAS's one-thread line (`blas.threaded_gemv_rows`)."""
-    ways = list(WAYS[:2])
+    layouts = list(LAYOUTS[:2])
     if paddable and blas.threaded_gemv_rows(rows, cols, blas.openblas_threads()) > rows:
-        ways.append(WAYS[2])
-    return ways
+        layouts.append(LAYOUTS[2])
+    return layouts
 
 
 def first_guess(rows: int, cols: int, paddable: bool) -> str:
-    """The way to start from, before measuring: what the round before chose on one Intel host (input-major for
+    """The layout to start from, before measuring: what the round before chose on one Intel host (input-major for
     matrices whose output is longer than their input, padding where it applies)."""
-    ways = candidates(rows, cols, paddable)
-    if WAYS[2] in ways:
-        return WAYS[2]
+    layouts = candidates(rows, cols, paddable)
+    if LAYOUTS[2] in layouts:
+        return LAYOUTS[2]
     return "input-major" if rows > cols else "output-major"
 
 
@@ -103,8 +103,8 @@ def first_guesses(shapes: dict[str, tuple[int, int, bool]]) -> dict[str, str]:
     return {name: first_guess(*shape) for name, shape in shapes.items()}
 
 
-def kept(shapes: dict[str, tuple[int, int, bool]]) -> dict[str, str] | None:
-    """The ways kept for this host and these matrices ({name: (rows, cols, paddable)}), or None if any is
+def saved_layouts(shapes: dict[str, tuple[int, int, bool]]) -> dict[str, str] | None:
+    """The layouts kept for this host and these matrices ({name: (rows, cols, paddable)}), or None if any is
     missing."""
     here = _load().get(host_key(), {})
     names = {name: key(name, *shape) for name, shape in shapes.items()}
@@ -113,15 +113,15 @@ def kept(shapes: dict[str, tuple[int, int, bool]]) -> dict[str, str] | None:
     return {name: here[k]["chosen"] for name, k in names.items()}
 
 
-def keep(shapes: dict[str, tuple[int, int, bool]], ways: dict[str, str], seconds: dict[str, dict[str, float]]
+def save_layouts(shapes: dict[str, tuple[int, int, bool]], layouts: dict[str, str], seconds: dict[str, dict[str, float]]
          ) -> None:
-    """Keep this host's measured ways and their step times; a read-only home only means measuring next time."""
-    _keep({key(name, *shape): {"chosen": ways[name], "step seconds": seconds.get(name, {})}
+    """Keep this host's measured layouts and their step times; a read-only home only means measuring next time."""
+    _save({key(name, *shape): {"chosen": layouts[name], "step seconds": seconds.get(name, {})}
            for name, shape in shapes.items()})
 
 
 PRODUCTS, FEWEST_ROWS, THREADS = "several rows", "fewest rows", "threads"
-"""What `kept_choice` and `keep_choice` keep for a model's matrices: how products of several rows are run
+"""What `saved_choice` and `save_choice` keep for a model's matrices: how products of several rows are run
 ("packed" or "plain", `choices.measured_products`), the fewest rows a batch step's products are given
 (`choices.measured_fewest_rows`), and the threads OpenBLAS runs the step's products on (`choices.measured_threads`)."""
 
@@ -143,20 +143,20 @@ def choice_key(what: str, shapes: dict[str, tuple[int, int, bool]]) -> str:
     return f"{what}: " + ", ".join(key(name, *shape) for name, shape in shapes.items())
 
 
-def kept_choice(what: str, shapes: dict[str, tuple[int, int, bool]], threads: int | None = None):
+def saved_choice(what: str, shapes: dict[str, tuple[int, int, bool]], threads: int | None = None):
     """The choice `what` kept for this host (`host_key(threads)`) and these matrices, or None if not measured
     yet."""
     return _load().get(host_key(threads), {}).get(choice_key(what, shapes), {}).get("chosen")
 
 
-def keep_choice(what: str, shapes: dict[str, tuple[int, int, bool]], chosen, seconds: dict[str, float],
+def save_choice(what: str, shapes: dict[str, tuple[int, int, bool]], chosen, seconds: dict[str, float],
                 threads: int | None = None) -> None:
     """Keep this host's (`host_key(threads)`) choice `what` for these matrices, and what each candidate was
     measured at."""
-    _keep({choice_key(what, shapes): {"chosen": chosen, "step seconds": seconds}}, host_key(threads))
+    _save({choice_key(what, shapes): {"chosen": chosen, "step seconds": seconds}}, host_key(threads))
 
 
-def _keep(records: dict[str, dict], host: str | None = None) -> None:
+def _save(records: dict[str, dict], host: str | None = None) -> None:
     everything = _load()
     everything.setdefault(host or host_key(), {}).update(records)
     try:
@@ -166,32 +166,32 @@ def _keep(records: dict[str, dict], host: str | None = None) -> None:
         pass
 
 
-def time_in_step(step, use, arrays: dict[str, object], cache) -> dict[str, float]:
-    """Median seconds of one whole decode step (`step(token, pos, cache)`) with each way in use
-    (`use(arrays[way])`), the ways taking turns for ROUNDS rounds of STEPS steps; the first step after each
-    switch is not counted."""
-    times: dict[str, list[float]] = {way: [] for way in arrays}
+def time_in_step(step, put_in_step, options: dict[str, object], cache) -> dict[str, float]:
+    """Median seconds of one whole decode step (`step(token, pos, cache)`) with each option in the step
+    (`put_in_step(options[name])`), by name; the options take turns for ROUNDS rounds of STEPS steps, and the
+    first step after each switch is not counted."""
+    times: dict[str, list[float]] = {name: [] for name in options}
     for _ in range(ROUNDS):
-        for way, array in arrays.items():
-            use(array)
+        for name, option in options.items():
+            put_in_step(option)
             for i in range(STEPS + 1):
                 start = time.perf_counter()
                 step(1, 8 + i, cache)
                 if i:
-                    times[way].append(time.perf_counter() - start)
-    return {way: statistics.median(t) for way, t in times.items()}
+                    times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def timings() -> dict[str, dict]:
-    """This host's choices and what they were measured at: {matrix: {"chosen": way, "step seconds": {way: s}}};
+    """This host's choices and what they were measured at: {matrix: {"chosen": option, "step seconds": {option: s}}};
     the thread count first, kept under the threads OpenBLAS would start."""
     return {**_load().get(host_key(blas.available_threads()), {}), **_load().get(host_key(), {})}
 
 
 def report() -> str:
-    """This host's choices as lines of text, each with the step's time for every way, for a benchmark to print."""
+    """This host's choices as lines of text, each with the step's time for every option, for a benchmark to print."""
     lines = [f"NumPy step layouts on {host_key()} (measured in the step here, kept in {cache_file()}):"]
     for matrix, seen in timings().items():
-        said = ", ".join(f"{way} {s * 1e3:.2f} ms" for way, s in seen.get("step seconds", {}).items())
+        said = ", ".join(f"{option} {s * 1e3:.2f} ms" for option, s in seen.get("step seconds", {}).items())
         lines.append(f"  {matrix}: {seen['chosen']}" + (f" (step: {said})" if said else ""))
     return "\n".join(lines)
