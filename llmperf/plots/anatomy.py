@@ -76,7 +76,8 @@ def vocab(costs):
     return fig
 
 
-STEP_WAYS = (("eager_ms", "eager"), ("graph_ms", "CUDA Graph"), ("compiled_ms", "torch.compile,\nreduce-overhead"))
+# How a decode step is launched: the result's key, and the bar's label
+STEP_LAUNCHES = (("eager_ms", "eager"), ("graph_ms", "CUDA Graph"), ("compiled_ms", "torch.compile,\nreduce-overhead"))
 
 
 def graph_steps(replay, others=None):
@@ -92,13 +93,13 @@ def graph_steps(replay, others=None):
     if not machines:
         return None
     fig, ax = figure(height=1.2 + 0.9 * len(machines))
-    width = 0.8 / len(STEP_WAYS)
-    for j, (key, way) in enumerate(STEP_WAYS):
+    width = 0.8 / len(STEP_LAUNCHES)
+    for j, (key, label) in enumerate(STEP_LAUNCHES):
         for i, (_, values) in enumerate(machines):
             value = values.get(key)
             if value:
                 y = i + (j - 1) * width
-                ax.barh(y, value, width, color=PALETTE[j], label=way.replace("\n", " ") if i == 0 else None)
+                ax.barh(y, value, width, color=PALETTE[j], label=label.replace("\n", " ") if i == 0 else None)
                 ax.annotate(f"{value:,.1f} ms", (value, y), xytext=(3, 0), textcoords="offset points",
                             va="center", fontsize=8)
     ax.set_yticks(range(len(machines)), [name for name, _ in machines])
