@@ -1,6 +1,6 @@
 """llmperf: the package behind "The autoregressive loop", a course on LLM inference performance.
 
-`from llmperf import generate` and friends work as before, but each name is
+`from llmperf import generate` and friends work, but each name is
 imported only when first used (PEP 562's module `__getattr__`). So the pure
 modules, `llmperf.cost` and `llmperf.metrics`, and the load generator
 `llmperf.bench`, a client, import without PyTorch: importing one of them runs
@@ -15,9 +15,9 @@ import os
 __version__ = "0.1.0"
 
 # OpenBLAS's threads spin for 2**28 cycles (about a tenth of a second) after each product before they sleep, and
-# PyTorch work started meanwhile fights them for the cores: a 32-token prefill right after the fused model's
-# NumPy decode steps took 2.4 times as long as alone. 2**18 cycles (about 0.1 ms) outlasts the gaps between the
-# products of one step, so a step loses nothing, and the threads are asleep before the next PyTorch work starts.
+# PyTorch work started meanwhile (a prefill right after the fused model's NumPy decode steps) fights them for the
+# cores. 2**18 cycles (about 0.1 ms) outlasts the gaps between the products of one step, so a step loses nothing,
+# and the threads are asleep before the next PyTorch work starts.
 # OpenBLAS reads this when NumPy first loads it, so it only takes effect if llmperf is imported before NumPy; a
 # value already set is kept. (llmperf.fast's docstring; tests/test_fast.py checks the variable.)
 os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "18")

@@ -8,7 +8,7 @@ import platform
 CPU_FLAGS = ("avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_bf16", "avx512_fp16",
              "avx512_vnni", "avx_vnni", "amx_tile", "amx_bf16", "amx_int8", "amx_fp16", "asimd", "sve", "bf16", "fphp")
 """The processor flags a measurement's speed can depend on (vector width, instruction sets, matrix units): what a
-reference run records and what the fused model's measured layouts are kept by."""
+reference run records and what the fused model's saved layouts are keyed by."""
 
 
 def cpu_name() -> str:

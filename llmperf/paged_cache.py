@@ -10,10 +10,10 @@ p % block_size. The extra last block is scratch: a pass's padding (a short promp
 is written there, where no sequence reads it.
 
 A forward pass sees the pool through a `PagedView` of its sequences' tables, which the model uses as it uses a
-`KVCache`: `begin_pass` and `mask` once per pass, `update` once per layer. `update` writes the new keys and values into their
-blocks, then gathers every key the pass reads into a contiguous (B, n_kv_heads, T, head_dim) tensor: one copy of
-the sequences' keys and values per layer, the price of paging without a kernel that reads the blocks in place
-(vLLM's PagedAttention kernel does). Its cost is measured in chapter 6 and `benchmarks/serving.py`.
+`KVCache`: `begin_pass` and `mask` once per pass, `update` once per layer. `update` writes the new keys and values
+into their blocks, then gathers every key the pass reads into a contiguous (B, n_kv_heads, T, head_dim) tensor: one
+copy of the sequences' keys and values per layer, the price of paging without a kernel that reads the blocks in
+place (vLLM's PagedAttention kernel does). Its cost is measured in chapter 6 and `benchmarks/serving.py`.
 """
 
 from __future__ import annotations

@@ -25,16 +25,16 @@ things keep the plain model in model.py well above that.
    (in, out), the kernel that adds rows; output-major, (out, in), the one that
    takes a dot product per output. Which streams a given shape faster depends
    on the processor, so `fuse` stores each matrix as this host multiplies it
-   fastest, measured here the first time and kept per host (`tuning`).
+   fastest: measured in the step the first time, and saved per host (`tuning`).
 4. Products too small to share. OpenBLAS gives a gemv of fewer than 460,800
-   elements one thread (`OPENBLAS_ONE_THREAD_BELOW`), which can draw about half
-   the bandwidth of two. SmolLM2's wo (576 × 576) is one; it may be stored with
-   zero rows appended (`threaded_gemv_rows`): 39 % more bytes, read by every
-   thread instead of one. `tuning` measures that too.
+   elements one thread (`OPENBLAS_ONE_THREAD_BELOW`), and one thread draws less
+   of the memory's bandwidth than several. SmolLM2's wo (576 × 576) is one; it
+   may be stored with zero rows appended (`threaded_gemv_rows`): 39 % more
+   bytes, read by every thread instead of one. `tuning` measures which wins.
 
-What is left is the products plus a few milliseconds of small NumPy ops
-(`profiling.numpy_step_times` splits a step; chapter 5 shows it), which is where
-llama.cpp's step stands too: benchmarks/decode.py runs both in the same run.
+What is left is the products plus the small NumPy ops between them
+(`profiling.numpy_step_times` splits a step; chapter 5 shows it);
+benchmarks/decode.py sets the step against llama.cpp's in the same run.
 The extra memory: the fused matrices (q, k, v, gate and up again), and for the
 NumPy step a copy of each matrix stored otherwise than the plain model's.
 
@@ -45,7 +45,8 @@ that each weight is read once per step for all of them. A matrix product
 copies ("packs") its weight into tiles before it multiplies, which for a few
 rows costs as much as the product; `fuse(model, pack=True)` packs every weight
 once, with oneDNN (`packing`), and the batch's products and a prompt's prefill
-read the packed copies, where a measurement here finds that faster (`tuning`).
+read the packed copies, where a measurement on this host finds that faster
+(`tuning`).
 The server (`llmperf.serve`) decodes with the fused model, packed.
 
 Everything else keeps PyTorch's product on the same weights (or their packed
@@ -58,10 +59,12 @@ one to read; this one is tested to give the same logits and the same tokens.
 After a NumPy product OpenBLAS's threads spin, waiting for the next one;
 PyTorch work that uses every thread runs slowly meanwhile (the two thread pools
 fight over the cores). By default they spin for 2**28 cycles, about a tenth of
-a second, and a 32-token prefill right after decode steps took 2.4 times as
-long as alone; importing llmperf sets OPENBLAS_THREAD_TIMEOUT=18 (2**18
-cycles, about 0.1 ms) unless it is set, which costs a step nothing and ends the
-fight, but only if llmperf is imported before NumPy. Otherwise give anything
+a second at a few GHz, long enough to slow a prefill that starts right after
+decode steps. Importing llmperf sets OPENBLAS_THREAD_TIMEOUT=18 (2**18 cycles,
+about 0.1 ms) unless it is set: longer than the gaps between one step's
+products, so a step keeps its threads awake, and short enough that they sleep
+before the next PyTorch work; but only if llmperf is imported before NumPy,
+which reads it when it loads OpenBLAS. Otherwise give anything
 timed right after a fused step a few warm-up steps
 (`timing.time_in_turns(..., settle=3)`; benchmarks/decode.py runs the fused
 model last). torch.profiler does not see NumPy's work: profile the plain model
@@ -71,7 +74,7 @@ The package's modules: `fused` (the fused layers, `FusedTransformer`, `fuse`),
 `numpy_step` (`NumpyDecodeStep`), `blas` (what OpenBLAS does with a gemv),
 `packing` (weights packed once for products of several rows), `choices` (the
 thread count, the layouts and the packing, each measured in the step on this
-host) and `tuning` (the candidates, the timing in turns, and the file that keeps
+host) and `tuning` (the candidates, the timing in turns, and the file that saves
 each choice per host).
 """
 

@@ -92,10 +92,11 @@ def use_threads(threads: int) -> None:
 def threaded_gemv_rows(rows: int, cols: int, threads: int) -> int:
     """Rows to give a (rows, cols) float32 matrix so that OpenBLAS's gemv splits it over `threads` threads.
 
-    A matrix below `OPENBLAS_ONE_THREAD_BELOW` elements gets one thread, which draws about half the bandwidth
-    of two. Zero rows appended lift it over the line: more bytes to read, at up to `threads` times the rate.
-    That pays while the padded matrix is at most 1.5 times the size; otherwise, or with one thread, or with
-    another BLAS, the matrix keeps its rows.
+    A matrix below `OPENBLAS_ONE_THREAD_BELOW` elements gets one thread, which draws less of the memory's
+    bandwidth than several. Zero rows appended lift it over the line: more bytes to read, at up to `threads`
+    times the rate. The rule: pad while the padded matrix is at most 1.5 times the size; otherwise, or with one
+    thread, or with another BLAS, the matrix keeps its rows. Whether the step uses the padded matrix is measured
+    (`tuning.candidates`).
     """
     if threads < 2 or rows * cols >= OPENBLAS_ONE_THREAD_BELOW or not numpy_uses_openblas():
         return rows

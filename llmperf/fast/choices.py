@@ -1,6 +1,6 @@
-"""The fused model's host-dependent choices, each measured in the NumPy step itself and kept (`tuning`).
+"""The fused model's host-dependent choices, each measured in the NumPy step itself and saved (`tuning`).
 
-Four choices, each made the first time a model of its shape runs on a host and kept for the next time:
+Four choices, each made the first time a model of its shape runs on a host and saved for the next time:
 
     measured_threads      how many threads OpenBLAS runs the step's products on
     measured_layouts      how each kind of matrix (wqkv, wo, w13, w2, head) is stored for the step (`in_layout`)
@@ -8,7 +8,7 @@ Four choices, each made the first time a model of its shape runs on a host and k
                           PyTorch's own product
     measured_fewest_rows  the fewest rows a batch step's products are given (zero rows appended)
 
-Each times whole steps with every candidate, the candidates taking turns (`tuning.time_in_step`), and keeps
+Each times whole steps with every candidate, the candidates taking turns (`tuning.time_in_step`), and chooses
 the fastest. Nothing here builds a fused model: the threads and the layouts are timed on a step that the
 caller's `build_step(model, layouts)` builds (`fused.numpy_step_of`), the products and the rows on the caller's
 fused model. `in_layout` and `step_array` say how one matrix is laid out for the step and what view it reads.
@@ -66,9 +66,9 @@ def step_array(name: str, weight: torch.Tensor, padded: torch.Tensor | None):
 
 @torch.no_grad()
 def measured_layouts(model: Transformer, build_step) -> dict[str, str]:
-    """How to store each kind of matrix for the NumPy step on this host: kept from an earlier measurement, or
-    measured now and kept. The step is `build_step(model, layouts)` with the first guesses' layouts; each kind in
-    turn is timed stored each layout it may be (`tuning.candidates`), and the fastest stays in the step while the
+    """How to store each kind of matrix for the NumPy step on this host: saved from an earlier measurement, or
+    measured now and saved. The step is `build_step(model, layouts)` with the first guesses' layouts; each kind in
+    turn is timed in each layout it may take (`tuning.candidates`), and the fastest stays in the step while the
     next kind is timed."""
     from ..generation import new_cache
 
@@ -91,9 +91,9 @@ def measured_layouts(model: Transformer, build_step) -> dict[str, str]:
 
 @torch.no_grad()
 def measured_threads(model: Transformer, build_step) -> int:
-    """How many threads OpenBLAS runs the NumPy step's products on, on this host: kept from an earlier
+    """How many threads OpenBLAS runs the NumPy step's products on, on this host: saved from an earlier
     measurement, or measured now, whole batch-1 steps of `build_step(model, layouts)` (the first guesses' layouts)
-    at each of `tuning.thread_counts`, in turns, and kept. Leaves OpenBLAS on it (for the layouts' measurement;
+    at each of `tuning.thread_counts`, in turns, and saved. Leaves OpenBLAS on it (for the layouts' measurement;
     the model's steps set it as they start: `NumpyDecodeStep.threads`). Returns it."""
     from ..generation import new_cache
 
@@ -109,7 +109,7 @@ def measured_threads(model: Transformer, build_step) -> int:
         seconds = tuning.time_in_step(step, blas.limit_threads, options, new_cache(model, 1, 32))
         chosen = options[min(seconds, key=seconds.get)]
         tuning.save_choice(tuning.THREADS, shapes, chosen, seconds, threads=available)
-    threads = chosen or available  # none kept, one count to try: what OpenBLAS starts
+    threads = chosen or available  # none saved, one count to try: what OpenBLAS starts
     blas.limit_threads(threads)
     return threads
 
@@ -118,7 +118,7 @@ def measured_threads(model: Transformer, build_step) -> int:
 def measured_products(fused, packs: dict) -> str:
     """Measure how this host multiplies several rows (a 32-token prefill and a decode step of 4 sequences,
     timed together) with `fused` (a `fused.FusedTransformer`): by the weights packed once ("packed": `packs`,
-    {layer: its packed weight}) or by PyTorch's own product ("plain"), in turns; keep and return the faster."""
+    {layer: its packed weight}) or by PyTorch's own product ("plain"), in turns; save and return the faster."""
     from ..generation import new_cache
 
     rows, prompt = 4, torch.arange(32)[None] % fused.cfg.vocab_size  # (1, 32)
@@ -143,7 +143,7 @@ def measured_products(fused, packs: dict) -> str:
 def measured_fewest_rows(fused, candidates=(2, 3, 4)) -> int:
     """Measure the fewest rows for a batch step's products on this host: a decode step of 2 sequences of `fused`
     (a `fused.FusedTransformer`) with its products given 2, 3 or 4 rows (`NumpyDecodeStep.product` appends zero
-    rows), in turns; keep the fastest and return it (as `fewest_rows`, 1 when two rows won: no padding)."""
+    rows), in turns; save the fastest and return it (as `fewest_rows`, 1 when two rows won: no padding)."""
     from ..generation import new_cache
 
     step = fused.numpy_step

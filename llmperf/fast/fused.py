@@ -123,8 +123,8 @@ class FusedTransformer(Transformer):
     @torch.no_grad()
     def pack(self) -> bool:
         """Pack every weight for products of several rows (`packing`), if oneDNN is here and this host multiplies
-        several rows faster so (`choices.measured_products`: measured once, kept), and give a batch step's products
-        the fewest rows this host multiplies fastest (`choices.measured_fewest_rows`, kept too). Returns whether it
+        several rows faster so (`choices.measured_products`: measured once, saved), and give a batch step's products
+        the fewest rows this host multiplies fastest (`choices.measured_fewest_rows`, saved too). Returns whether it
         packed."""
         if self.numpy_step is None or not packing.available():
             return False
@@ -183,7 +183,7 @@ def fuse(model: Transformer, pack: bool = False) -> FusedTransformer:
     CPU adds a copy of each of wo, w2 and the LM head that this host's step runs
     faster stored otherwise (`choices.in_layout`: input-major, or wo with zero rows).
     Which those are is measured in the step the first time a model of this shape is
-    fused on this host, a few seconds for SmolLM2, and kept (`choices`, `tuning`).
+    fused on this host (a few hundred whole steps, timed), and saved (`choices`, `tuning`).
     Neither model may be moved or cast afterwards (the fused one refuses to be).
 
     With `pack`, float32 on a CPU, every weight is also packed for products of several rows (a batch's decode

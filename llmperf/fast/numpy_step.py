@@ -164,9 +164,9 @@ class NumpyDecodeStep:
         The same arithmetic as `__call__`, on all B rows at once, except for the products: each is one
         (B, in) × (in, out) matrix product, handed to the fused model's PyTorch layer (`product`), which reads
         each weight once for all rows: from its packed copy if the model was packed (`FusedTransformer.pack`),
-        else with PyTorch's own product. NumPy's (OpenBLAS's gemm) packs every weight anew at every call and
-        took longer for a few rows than either (commit e9a499b's benchmarks page). Attention reads each row's
-        own keys, up to its own position (`attend_rows`), all rows in one batched product."""
+        else with PyTorch's own product (`choices.measured_products` chooses, on this host). NumPy's own product
+        (OpenBLAS's gemm) would pack every weight anew at every call and has no packed copy to read. Attention
+        reads each row's own keys, up to its own position (`attend_rows`), all rows in one batched product."""
         cfg = self.cfg
         H, Hkv, hd = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
         kv = cache.numpy_layers()  # the cache's reads and writes on its own memory
@@ -219,8 +219,8 @@ class NumpyDecodeStep:
         (B, 1, 1, T) is -inf on each row's keys beyond its own position, which it must not see (another request's
         leftovers, or nothing yet), 0 elsewhere: added to the scores, it makes their weights exp(-inf) = 0.
         Returns (B, H·hd).
-        A few batched products per layer instead of a few per row: the rows' extra keys cost less than a Python
-        loop over the rows did."""
+        A few batched products per layer, not a few per row: each NumPy call has a fixed cost, which a loop over
+        the rows would pay B times; the price is the keys past each row's own position, read and masked."""
         B, Hkv, _, hd = k.shape
         q = q.reshape(B, Hkv, -1, hd)  # each row's key/value heads' groups of query heads, (B, Hkv, G, hd)
         scores = np.matmul(q, k.transpose(0, 1, 3, 2))  # (B, Hkv, G, T)

@@ -5,8 +5,8 @@ it first into small tiles laid out as its kernel consumes them ("packing"), then
 multiplies the tiles. For a product of many rows that copy is paid once and used
 many times; for a decode step of a few rows, each weight's copy is as much
 memory traffic as the product itself, and the step takes up to twice as long as
-its bytes say. PyTorch's CPU gemm packs on every call: four rows cost far more
-than one (commit e9a499b's benchmarks page has the figures for one host).
+its bytes say. PyTorch's CPU gemm packs on every call, so each of a decode
+step's products of a few rows pays for a copy of its whole weight.
 
 oneDNN, the library behind PyTorch's CPU convolutions, can pack a weight once
 (`pack`, into its own blocked layout, as a special "mkldnn" tensor) and reuse
@@ -22,8 +22,9 @@ from __future__ import annotations
 import torch
 
 PACK_ROWS = 32
-"""The number of rows oneDNN is told to expect when it chooses a packed layout. One layout serves every count of
-rows: packed for 4 or for 32 rows, products of 1 to 32 rows ran alike; packed for 1 row, they ran slower."""
+"""The number of rows oneDNN is told to expect when it chooses a packed layout. One packed copy serves a product
+of any number of rows; a layout chosen for several rows (a batch, a prompt's chunk) rather than for one is the one
+that serves them all."""
 
 
 def available() -> bool:

@@ -1,17 +1,19 @@
-"""The fused model's host-dependent choices, measured on the host that runs it and kept for the next time.
+"""The fused model's host-dependent choices: the candidates, the timing in turns, and the file that saves each
+choice per host.
 
 How the NumPy step's weights are stored decides which of OpenBLAS's two gemv kernels multiplies them (`blas`):
 input-major storage, (in, out), runs the kernel that adds rows; output-major, (out, in), the one that takes a
 dot product per output. And a matrix too small for OpenBLAS to split over its threads can be padded with zero
 rows until it is split (`blas.threaded_gemv_rows`). Which is faster depends on the processor, its caches, the
-BLAS build and the thread count: the last round fixed the answers on one Intel host, and on an AMD host they
-were not the best.
+BLAS build and the thread count, so no rule fixed in advance is right on every host: each choice is measured on
+the host that runs it, and an option is chosen only where it measured fastest there.
 
-So the answers are measured here, in the step itself: `choices.measured_layouts` builds the step with a first
-guess (`first_guess`), then for each kind of matrix (wqkv, wo, w13, w2, head) times whole steps with that kind
-stored each layout it may be (`candidates`), the layouts taking turns so that a drifting machine affects them alike
-(`time_in_step`), and keeps the fastest before it tries the next kind. A gemv timed on its own, with copies of
-one shape, did not predict the step: on one host it chose layouts 3 % slower there (commit 24b0f57's benchmarks page).
+The layouts are measured in the step itself: `choices.measured_layouts` builds the step with a first guess
+(`first_guess`), then for each kind of matrix (wqkv, wo, w13, w2, head) times whole steps with that kind stored
+in each layout it may take (`candidates`), the layouts taking turns so that a drifting machine affects them alike
+(`time_in_step`), and keeps the fastest before it tries the next kind. Whole steps, not a gemv timed alone: a
+product timed on its own runs with other neighbours in the caches and the memory system than in the step, and
+need not rank the layouts as the step does.
 
 A server's model also decides whether products of several rows (a batch's decode step, a prompt's prefill)
 read weights packed once (`packing`) or PyTorch's own product packs them at every call: `choices.measured_products`
@@ -25,9 +27,9 @@ and every thread more must be woken and waited for at each of the step's product
 `choices.measured_threads` times whole batch-1 steps with OpenBLAS on each of `thread_counts` (1, 2, 4, ... and every
 thread it would start), in turns, keeps the fastest (`saved_choice(THREADS, ...)`, keyed by the threads OpenBLAS
 would start); the model's steps run OpenBLAS on it (`NumpyDecodeStep.threads`, `blas.use_threads`). The layouts are
-then measured, and kept, for that count.
+then measured, and saved, for that count.
 
-The answers are kept in a JSON file (~/.cache/llmperf/numpy-step-layouts.json, or under $LLMPERF_CACHE_DIR), keyed
+The choices are saved in a JSON file (~/.cache/llmperf/numpy-step-layouts.json, or under $LLMPERF_CACHE_DIR), keyed
 by what they depend on: the processor's model name and its vector and matrix flags, NumPy's BLAS with its version
 (and the kernels $OPENBLAS_CORETYPE forces), OpenBLAS's thread count, and each matrix's shape. A new processor,
 BLAS, thread count or model measures again. `report` prints what was measured, for a benchmark. A choice measured
@@ -62,7 +64,7 @@ def host_key(threads: int | None = None) -> str:
 
 
 def cache_file() -> Path:
-    """Where the choices are kept: numpy-step-layouts.json in $LLMPERF_CACHE_DIR, else in ~/.cache/llmperf."""
+    """Where the choices are saved: numpy-step-layouts.json in $LLMPERF_CACHE_DIR, else in ~/.cache/llmperf."""
     folder = os.environ.get("LLMPERF_CACHE_DIR") or Path.home() / ".cache" / "llmperf"
     return Path(folder) / "numpy-step-layouts.json"
 
@@ -89,8 +91,9 @@ def candidates(rows: int, cols: int, paddable: bool) -> list[str]:
 
 
 def first_guess(rows: int, cols: int, paddable: bool) -> str:
-    """The layout to start from, before measuring: what the round before chose on one Intel host (input-major for
-    matrices whose output is longer than their input, padding where it applies)."""
+    """The layout a matrix has before its kind is measured: padding where it applies, else input-major for a matrix
+    whose output is longer than its input and output-major otherwise. Its own measurement replaces it; until then it
+    is the layout the kinds measured first are timed beside."""
     layouts = candidates(rows, cols, paddable)
     if LAYOUTS[2] in layouts:
         return LAYOUTS[2]
@@ -104,7 +107,7 @@ def first_guesses(shapes: dict[str, tuple[int, int, bool]]) -> dict[str, str]:
 
 
 def saved_layouts(shapes: dict[str, tuple[int, int, bool]]) -> dict[str, str] | None:
-    """The layouts kept for this host and these matrices ({name: (rows, cols, paddable)}), or None if any is
+    """The layouts saved for this host and these matrices ({name: (rows, cols, paddable)}), or None if any is
     missing."""
     here = _load().get(host_key(), {})
     names = {name: key(name, *shape) for name, shape in shapes.items()}
@@ -113,15 +116,15 @@ def saved_layouts(shapes: dict[str, tuple[int, int, bool]]) -> dict[str, str] | 
     return {name: here[k]["chosen"] for name, k in names.items()}
 
 
-def save_layouts(shapes: dict[str, tuple[int, int, bool]], layouts: dict[str, str], seconds: dict[str, dict[str, float]]
-         ) -> None:
-    """Keep this host's measured layouts and their step times; a read-only home only means measuring next time."""
+def save_layouts(shapes: dict[str, tuple[int, int, bool]], layouts: dict[str, str],
+                 seconds: dict[str, dict[str, float]]) -> None:
+    """Save this host's measured layouts and their step times; a read-only home only means measuring next time."""
     _save({key(name, *shape): {"chosen": layouts[name], "step seconds": seconds.get(name, {})}
            for name, shape in shapes.items()})
 
 
 PRODUCTS, FEWEST_ROWS, THREADS = "several rows", "fewest rows", "threads"
-"""What `saved_choice` and `save_choice` keep for a model's matrices: how products of several rows are run
+"""What `saved_choice` and `save_choice` read and write for a model's matrices: how products of several rows are run
 ("packed" or "plain", `choices.measured_products`), the fewest rows a batch step's products are given
 (`choices.measured_fewest_rows`), and the threads OpenBLAS runs the step's products on (`choices.measured_threads`)."""
 
@@ -144,14 +147,14 @@ def choice_key(what: str, shapes: dict[str, tuple[int, int, bool]]) -> str:
 
 
 def saved_choice(what: str, shapes: dict[str, tuple[int, int, bool]], threads: int | None = None):
-    """The choice `what` kept for this host (`host_key(threads)`) and these matrices, or None if not measured
+    """The choice `what` saved for this host (`host_key(threads)`) and these matrices, or None if not measured
     yet."""
     return _load().get(host_key(threads), {}).get(choice_key(what, shapes), {}).get("chosen")
 
 
 def save_choice(what: str, shapes: dict[str, tuple[int, int, bool]], chosen, seconds: dict[str, float],
                 threads: int | None = None) -> None:
-    """Keep this host's (`host_key(threads)`) choice `what` for these matrices, and what each candidate was
+    """Save this host's (`host_key(threads)`) choice `what` for these matrices, and what each candidate was
     measured at."""
     _save({choice_key(what, shapes): {"chosen": chosen, "step seconds": seconds}}, host_key(threads))
 
@@ -184,7 +187,7 @@ def time_in_step(step, put_in_step, options: dict[str, object], cache) -> dict[s
 
 def timings() -> dict[str, dict]:
     """This host's choices and what they were measured at: {matrix: {"chosen": option, "step seconds": {option: s}}};
-    the thread count first, kept under the threads OpenBLAS would start."""
+    the thread count first, saved under the threads OpenBLAS would start."""
     return {**_load().get(host_key(blas.available_threads()), {}), **_load().get(host_key(), {})}
 
 

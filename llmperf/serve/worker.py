@@ -17,10 +17,10 @@ The engine's PyTorch work (a newcomer's prefill, a batch's products) is parallel
 libgomp, in PyTorch's Linux wheels), which keeps a pool of threads for each thread that starts such work. Once
 a process has more of those threads than cores, libgomp stops letting them spin between two pieces of work:
 each one must then be woken, every time. A model loaded in the main thread leaves a pool there, and the engine
-thread builds a second, which made its prefills and batch steps a third slower on a 2-core host (commit
-e9a499b's benchmarks page has the figures). So `python -m llmperf.serve` loads and prepares the model in
-a thread that ends when it is done (`in_passing_thread`), and its pool ends with it. A server started from a
-notebook or a test, whose main thread has already run PyTorch, pays the difference.
+thread builds a second: on a host with few cores that is more threads than cores, and every prefill and batch
+step of the engine's then waits for its threads to wake. So `python -m llmperf.serve` loads and prepares the
+model in a thread that ends when it is done (`in_passing_thread`), and its pool ends with it. A server started
+from a notebook or a test, whose main thread has already run PyTorch, pays the difference.
 """
 
 from __future__ import annotations
