@@ -28,7 +28,7 @@ from collections.abc import Callable
 
 import torch
 
-from . import request_checks as params
+from . import request_checks
 from .device import prefill_chunk as default_prefill_chunk
 from .model import Transformer
 from .request import Request
@@ -76,11 +76,11 @@ class Engine:
     # --- called from any thread -------------------------------------------------------------
 
     def check(self, request: Request) -> None:
-        """Raise `params.InvalidParameter` (a ValueError), saying what is wrong, if the engine cannot serve
+        """Raise `request_checks.InvalidParameter` (a ValueError), saying what is wrong, if the engine cannot serve
         `request`; normalise its numbers to plain Python ones. The same checks as `generate` and the server,
         against this engine's `capacity`."""
-        request.prompt = prompt = params.token_ids(request.prompt)
-        request.max_tokens, request.temperature, request.top_k, request.top_p, request.seed = params.check(
+        request.prompt = prompt = request_checks.token_ids(request.prompt)
+        request.max_tokens, request.temperature, request.top_k, request.top_p, request.seed = request_checks.check(
             prompt_tokens=len(prompt), lowest_id=min(prompt, default=0), highest_id=max(prompt, default=0),
             max_tokens=request.max_tokens, temperature=request.temperature, top_k=request.top_k,
             top_p=request.top_p, seed=request.seed, context=self.capacity, vocab_size=self.model.cfg.vocab_size)

@@ -20,7 +20,6 @@ from functools import cached_property
 import pandas as pd
 
 from ... import metrics
-from ...device import prefill_chunk
 from ...engine import Engine
 from ...fast import served
 from ...paged_cache import bytes_per_block
@@ -30,6 +29,7 @@ from ...scheduler import blocks_for
 from ..setup import Setup
 from . import cache_claims
 from .budget import BLOCK_SIZE, OVERCOMMIT, RESERVATIONS, Workload, dry_run, workload
+
 
 @dataclass
 class MemoryRun:
@@ -135,9 +135,6 @@ class Memory:
     def identical(self) -> int:
         """Requests whose answer was the same token for token in the overcommitted run as in the paged one."""
         return sum(a.tokens == b.tokens for a, b in zip(self.paged.requests, self.over.requests))
-
-    def predicted_use(self, run: MemoryRun) -> float:
-        return self.work.use(run.reserve)
 
     def numbers(self) -> dict[str, object]:
         w, r, p, o = self.work, self.reserved, self.paged, self.over
