@@ -536,7 +536,8 @@ def test_every_glued_name_is_read_once(run, sweep, loops, rates, small, memory, 
     kv = serving.kv_capacity()
     parts = [serving.setup_numbers(small), run.numbers(), kv.numbers(), sweep.numbers(), rates.numbers(), loops.numbers(),
              serving.claim_check(kv).numbers(),
-             serving.exercise_numbers(kv), memory.numbers(), turns.numbers()]
+             serving.exercise_numbers(kv), serving.memory_predictions(small), memory.numbers(),
+             turns.shape.numbers(), turns.numbers()]
     check_glued_once(parts, notebook, unread_allowed=set())
 
 
@@ -610,7 +611,7 @@ def memory(small):
     return serving.memory_runs(small._replace(sizes=sizes))
 
 
-def test_memory_runs(memory):
+def test_memory_runs(memory, small):
     """The engine, with a model, counts what the scheduler alone predicted; the glued names and the figure."""
     memory.check()
     w = memory.work
@@ -618,8 +619,11 @@ def test_memory_runs(memory):
     assert memory.reserved.most == 4 and memory.paged.most == 8 and memory.over.budget == 6
     assert memory.over.preemptions == memory.over.predicted[0] > 0 and memory.identical <= 8
     assert memory.paged.use > memory.reserved.use
-    numbers = memory.numbers()
-    assert numbers["mem_pred_ratio"] == 2 and numbers["mem_left_over"] == 3
+    said = serving.memory_predictions(small._replace(sizes=dataclasses.replace(
+        small.sizes, serve_requests=16, serve_prompt=4, serve_new_tokens=8)))
+    assert said["mem_pred_ratio"] == 2 and said["mem_left_over"] == 3 and said["mem_over_budget"] == 6
+    assert set(memory.numbers()) == {"mem_concurrency_text", "mem_use_text", "mem_speed_text", "mem_preempt_text",
+                                     "mem_identical_text"}
     assert list(memory.table().columns) == ["reserved", "paged", "overcommitted"]
     figures_memory = pytest.importorskip("llmperf.plots.memory")
     figures_memory.memory_over_time(memory.runs)

@@ -137,22 +137,11 @@ class Memory:
         return sum(a.tokens == b.tokens for a, b in zip(self.paged.requests, self.over.requests))
 
     def numbers(self) -> dict[str, object]:
+        """The measured half of what the prose reads (`predictions` is the other, glued before the runs)."""
         w, r, p, o = self.work, self.reserved, self.paged, self.over
         ttft = {k: metrics.percentile(run.ttfts, 50) for k, run in self.runs.items()}
         gaps = [b - a for q in o.requests for a, b in zip(q.token_times, q.token_times[1:])]
-        return {"mem_n": w.n, "mem_context": w.context, "mem_block": w.block_size,
-                "mem_block_kib": self.block_bytes / 2**10, "mem_budget": w.budget,
-                "mem_budget_mib": w.budget * self.block_bytes / 2**20, "mem_reservations": RESERVATIONS,
-                "mem_left_over": w.budget % w.reservation,
-                "mem_prompt_lo": min(map(len, w.prompts)), "mem_prompt_hi": max(map(len, w.prompts)),
-                "mem_answer_lo": min(w.answers), "mem_answer_hi": max(w.answers),
-                "mem_max_num_seqs": w.max_num_seqs, "mem_pred_reserved": w.at_once(True),
-                "mem_pred_paged": w.at_once(False), "mem_pred_ratio": w.at_once(False) / w.at_once(True),
-                "mem_pred_use_reserved": 100 * w.use(True), "mem_pred_use_paged": 100 * w.use(False),
-                "mem_over_budget": o.budget,
-                "mem_over_prompts": sum(blocks_for(len(q), w.block_size) for q in w.prompts),
-                "mem_over_ends": sum(blocks_for(n, w.block_size) for n in w.lengths),
-                "mem_concurrency_text": cache_claims.at_once(r.most, p.most, w.at_once(True), w.at_once(False)),
+        return {"mem_concurrency_text": cache_claims.at_once(r.most, p.most, w.at_once(True), w.at_once(False)),
                 "mem_use_text": cache_claims.memory_use(r.use, p.use, w.use(True), w.use(False)),
                 "mem_speed_text": cache_claims.burst_speed(r.tok_s, p.tok_s, ttft["reserved"], ttft["paged"]),
                 "mem_preempt_text": cache_claims.preempted(o.preemptions, o.recomputed, len(o.preempted), w.n,
@@ -216,3 +205,21 @@ def memory_runs(s: Setup, seed: int = 0) -> Memory:
                                   ("overcommitted", work.budget // OVERCOMMIT, False)):
         runs[name] = serve_burst(model, work, name, budget, work.max_num_seqs, reserve)
     return Memory(work, runs, bytes_per_block(s.model.cfg, work.block_size, s.dtype))
+
+
+def predictions(s: Setup, seed: int = 0) -> dict[str, object]:
+    """What the prose says before the runs: the workload (`workload`), the budget, and the arithmetic's
+    predictions, for SmolLM2's blocks in the chapter's dtype."""
+    w = workload(s.sizes, s.model.cfg.vocab_size, seed)
+    block_bytes = bytes_per_block(s.model.cfg, w.block_size, s.dtype)
+    return {"mem_n": w.n, "mem_context": w.context, "mem_block": w.block_size, "mem_block_kib": block_bytes / 2**10,
+            "mem_budget": w.budget, "mem_budget_mib": w.budget * block_bytes / 2**20, "mem_reservations": RESERVATIONS,
+            "mem_left_over": w.budget % w.reservation,
+            "mem_prompt_lo": min(map(len, w.prompts)), "mem_prompt_hi": max(map(len, w.prompts)),
+            "mem_answer_lo": min(w.answers), "mem_answer_hi": max(w.answers),
+            "mem_max_num_seqs": w.max_num_seqs, "mem_pred_reserved": w.at_once(True),
+            "mem_pred_paged": w.at_once(False), "mem_pred_ratio": w.at_once(False) / w.at_once(True),
+            "mem_pred_use_reserved": 100 * w.use(True), "mem_pred_use_paged": 100 * w.use(False),
+            "mem_over_budget": w.budget // OVERCOMMIT,
+            "mem_over_prompts": sum(blocks_for(len(q), w.block_size) for q in w.prompts),
+            "mem_over_ends": sum(blocks_for(n, w.block_size) for n in w.lengths)}

@@ -5,8 +5,8 @@ turns' prompts, each answer's place held by stand-in ids, then `added` new ids. 
 finds the full blocks of the previous turn's prompt (named when that prompt was prefilled) and prefills only the
 rest; the answer's blocks hold the tokens the model made, not the stand-ins, so they are not found. Predicted
 exactly, as vLLM counts hits (in tokens): turn 1 finds nothing; turn k finds
-block_size × ⌊(turn k − 1's prompt) ÷ block_size⌋ tokens. The pool is sized so that no cached block is lent again
-during the run, and the conversations go one at a time (one client), so that each TTFT is one turn's own.
+block_size × ⌊(turn k − 1's prompt) ÷ block_size⌋ tokens. The pool is sized so that no cached block is lent
+again during the run, and the conversations go one at a time (one client), so that each TTFT is one turn's own.
 """
 
 from __future__ import annotations
@@ -59,6 +59,11 @@ class Dialogue:
         """Tokens found ÷ prompt tokens looked up, over every turn (vLLM's prefix-cache hit rate)."""
         return sum(self.hits) / sum(self.prompts)
 
+    def numbers(self) -> dict[str, object]:
+        """What the prose says before the runs: the conversations' shape and the predicted hit rate (%)."""
+        return {"turn_n": self.conversations, "turn_k": self.turns, "turn_opening": self.opening,
+                "turn_added": self.added, "turn_answer": self.answer, "turn_hit_pred": 100 * self.hit_rate}
+
     @property
     def pool(self) -> int:
         """Blocks enough for every turn of every conversation without lending a block twice."""
@@ -96,9 +101,7 @@ class Turns:
 
     def numbers(self) -> dict[str, object]:
         d, last = self.shape, self.shape.turns
-        return {"turn_n": d.conversations, "turn_k": d.turns, "turn_opening": d.opening, "turn_added": d.added,
-                "turn_answer": d.answer, "turn_hit_pred": 100 * d.hit_rate,
-                "turn_hit_on": 100 * self.on.hits / self.on.queries, "turn_hits_on": self.on.hits,
+        return {"turn_hit_on": 100 * self.on.hits / self.on.queries, "turn_hits_on": self.on.hits,
                 "turn_queries": self.on.queries,
                 "turn_gain_text": cache_claims.turns_gain(self.on.ttft(last), self.off.ttft(last), last,
                                                           d.prefilled(True)[-1], d.prefilled(False)[-1])}
