@@ -45,7 +45,7 @@ TABLES = {  # 5 and 6: the GPU box's table too
     "03_decode_intensity": 11,
     "04_naive_vs_cached": 8,
     "05_step_anatomy": 12,
-    "06_metrics": 15,
+    "06_metrics": 17,
     "reference_runs": 7,
     "errata": 1,
 }
