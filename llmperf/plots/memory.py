@@ -6,7 +6,6 @@ overcommitted, step by step; and the time to the first token by turn of a conver
 from __future__ import annotations
 
 from . import PALETTE, figure
-from .. import metrics
 
 MS = 1e3
 
@@ -39,19 +38,18 @@ def memory_over_time(runs):
 
 def ttft_by_turn(turns):
     """The time to the first token of each turn of the conversations, prefix caching off and on (`turns`: a record
-    with `off` and `on`, each with `records` having `turn` and `times.ttft`, and `shape.prefilled(caching)`, the
-    positions each turn prefills), each turn's requests as points and their median as a line, labelled with the
-    positions prefilled."""
+    with `off` and `on`, each with `records` having `turn` and `times.ttft`, and `ttft(turn)` their median; and
+    `shape.prefilled(caching)`, the positions each turn prefills), each turn's requests as points and their median
+    as a line, labelled with the positions prefilled."""
     fig, ax = figure()
     for run, name, color, dy in ((turns.off, "prefix caching off", PALETTE[1], 6),
                                  (turns.on, "prefix caching on", PALETTE[0], -12)):
         records, prefilled = run.records, turns.shape.prefilled(run.caching)
         ks = sorted({r.turn for r in records if r.ok})
-        medians = []
         for k in ks:
-            ttfts = sorted(r.times.ttft * MS for r in records if r.turn == k and r.ok)
+            ttfts = [r.times.ttft * MS for r in records if r.turn == k and r.ok]
             ax.plot([k] * len(ttfts), ttfts, "o", color=color, alpha=0.4, ms=5)
-            medians.append(metrics.percentile(ttfts, 50))
+        medians = [run.ttft(k) * MS for k in ks]
         ax.plot(ks, medians, "-", color=color, label=f"{name} (median)")
         for k, m, n in zip(ks, medians, prefilled):
             ax.annotate(f"{n} prefilled", (k, m), textcoords="offset points", xytext=(6, dy), fontsize=8, color=color)

@@ -79,15 +79,20 @@ class MemoryRun:
 
     @property
     def ttfts(self) -> list[float]:
-        return [r.token_times[0] - r.sent for r in self.requests]
+        return [metrics.RequestTimes(r.sent, r.token_times).ttft for r in self.requests]
 
     @property
     def preempted(self) -> list[Request]:
         return [r for r in self.requests if r.preemptions]
 
+    @staticmethod
+    def gaps(requests: list[Request]) -> list[float]:
+        """Every gap between two successive tokens of `requests` (s): their ITLs, pooled."""
+        return [g for r in requests for g in metrics.RequestTimes(r.sent, r.token_times).itl]
+
     def stall(self, requests: list[Request]) -> float | None:
         """The longest gap between two tokens of any of `requests` (s); None if there are none."""
-        return max((b - a for r in requests for a, b in zip(r.token_times, r.token_times[1:])), default=None)
+        return max(self.gaps(requests), default=None)
 
 
 def _steps(engine: Engine):
@@ -140,12 +145,11 @@ class Memory:
         """The measured half of what the prose reads (`predictions` is the other, glued before the runs)."""
         w, r, p, o = self.work, self.reserved, self.paged, self.over
         ttft = {k: metrics.percentile(run.ttfts, 50) for k, run in self.runs.items()}
-        gaps = [b - a for q in o.requests for a, b in zip(q.token_times, q.token_times[1:])]
         return {"mem_concurrency_text": cache_claims.at_once(r.most, p.most, w.at_once(True), w.at_once(False)),
                 "mem_use_text": cache_claims.memory_use(r.use, p.use, w.use(True), w.use(False)),
                 "mem_speed_text": cache_claims.burst_speed(r.tok_s, p.tok_s, ttft["reserved"], ttft["paged"]),
                 "mem_preempt_text": cache_claims.preempted(o.preemptions, o.recomputed, len(o.preempted), w.n,
-                                                           o.stall(o.preempted), metrics.percentile(gaps, 50),
+                                                           o.stall(o.preempted), metrics.percentile(o.gaps(o.requests), 50),
                                                            o.predicted[:2]),
                 "mem_identical_text": cache_claims.identical(self.identical, w.n)}
 
