@@ -6,6 +6,8 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
+NODE   := node_modules/.installed
+
 .PHONY: book student test lab bench assignments clean
 
 $(STAMP): requirements.txt pyproject.toml
@@ -19,7 +21,13 @@ $(STAMP): requirements.txt pyproject.toml
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
-book: $(STAMP)
+# The interactive pages' Pyodide and Plotly (llmperf/explore/bundle.py), pinned in package-lock.json.
+$(NODE): package.json package-lock.json
+	@command -v npm >/dev/null || { echo "The site's interactive pages need Pyodide and Plotly from npm: install Node.js (with npm), then run make again."; exit 1; }
+	npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
+	touch $(NODE)
+
+book: $(STAMP) $(NODE)
 	rm -rf _build
 	# The assignments' student versions, which the site offers as downloads (book/assignments.md).
 	# Their tests run against the solutions in `make test` (tests/test_assignments.py), not here.
@@ -31,7 +39,7 @@ book: $(STAMP)
 
 # The student edition: the same site without the exercises' solutions or the cells
 # that compute them (book/instructors.md). It is built into _build/student/_build/html.
-student: $(STAMP)
+student: $(STAMP) $(NODE)
 	$(BIN)/python assignments/make_assignments.py --no-run-tests
 	sed 's/^    hide_solutions: false/    hide_solutions: true/' _config.yml > .student_config.yml
 	LLMPERF_BOOK=1 $(BIN)/jupyter-book build . --config .student_config.yml --path-output _build/student \
@@ -44,7 +52,7 @@ student: $(STAMP)
 assignments: $(STAMP)
 	$(BIN)/python assignments/make_assignments.py
 
-test: $(STAMP)
+test: $(STAMP) $(NODE)
 	$(BIN)/python -m pytest --nbval-lax tests notebooks
 
 # JupyterLab evaluates a Markdown cell's {eval} expressions (the prose's numbers) only for a cell it has

@@ -39,15 +39,16 @@ SKIP_PAGES = {"genindex.html", "search.html"}  # Sphinx's generated index and se
 
 # The HTML tables in each chapter's cell outputs: every table a chapter shows is a DataFrame (or its Styler),
 # which MyST-NB renders as a real table.
-TABLES = {  # 5 and 6: the GPU box's table too
-    "01_dependency_chain": 7,
+TABLES = {  # 5 and 6: the GPU box's table too; 1, 3 and 6: an interactive figure's defaults (llmperf.explore)
+    "01_dependency_chain": 8,
     "02_prefill_cost": 6,
-    "03_decode_intensity": 11,
+    "03_decode_intensity": 12,
     "04_naive_vs_cached": 8,
     "05_step_anatomy": 12,
-    "06_metrics": 17,
+    "06_metrics": 18,
     "reference_runs": 7,
     "errata": 1,
+    "calculator": 2,  # the calculator's defaults and the two starting points side by side
 }
 
 

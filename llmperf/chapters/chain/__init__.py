@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from .latency import (MIN_DECODE_OVER_PREFILL, MIN_R2, SLOPE_TOLERANCE, ChainLinks, Ingredients,  # noqa: F401
                       LatencyLine, SameFlops, measure_ingredients, measure_latency_line, measure_same_flops,
-                      show_chain)
+                      explore_view, show_chain)
 from .claims import formula_fit, slope_text, speculation_speed  # noqa: F401
 from .loop import LOOP_MARGIN, LoopCheck, check_loop, timed_greedy  # noqa: F401
 from .parallel import ALLREDUCE_LATENCY, H100_NVLINK_ONE_WAY, TensorParallel, tensor_parallel  # noqa: F401

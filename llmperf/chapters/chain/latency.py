@@ -230,3 +230,12 @@ def measure_same_flops(s: Setup, N: int) -> SameFlops:
         decode_runs.append(request.e2e - request.ttft)  # the N tokens after the first
     return SameFlops(N, prefill_f.matmul, prefill_f.total, sum(f.matmul for f in decode_f),
                      sum(f.total for f in decode_f), t_prefill, min(decode_runs))
+
+
+def explore_view(line: LatencyLine):
+    """The latency line predicted for any model and accelerator (`llmperf.explore`), with this machine's
+    measured end-to-end times as markers: Llama-3-8B on an H100 to start, at this chapter's prompt length."""
+    from ...explore import page
+
+    return page.embed("latency", inputs={"prompt": line.ingredients.prompt_len, "answer": max(line.Ns)},
+                      measured=[{"label": "SmolLM2 on this machine, measured", "x": line.Ns, "y": line.e2e}])

@@ -20,8 +20,8 @@ Each record's `numbers()` is what the chapter glues, `table()` what it shows, `c
 asserts; the figures are in `llmperf.plots.intensity`.
 """
 
-from .batching import (CUDA_GRAPHS_POST, BatchCounts, BatchSweep, Gap, batch_counts, batch_sweep, gap_to_roof,
-                       kv_equals_weights_at, launch_overhead)
+from .batching import (CUDA_GRAPHS_POST, BatchCounts, BatchSweep, Gap, batch_counts, batch_sweep, explore_view,
+                       gap_to_roof, kv_equals_weights_at, launch_overhead)
 from .claims import (against_roof, attention_bound, batch_against_prediction, batch_fixed_cost, batch_trade,
                      bytes_growth, context_mismatch, fused_result, gptfast_beside, launches_vs_bytes,
                      low_precision_ridge, per_user_speed, probe_gap, small_batch_kernel, threads_note, tuned_code,
@@ -33,8 +33,8 @@ from .long_context import Lever, LongContext, long_context, mla_bytes_per_token
 from .roofs import Roofs, probe_agreement, probe_margin, probed_label, roofline, setup_numbers
 
 __all__ = [
-    "CUDA_GRAPHS_POST", "BatchCounts", "BatchSweep", "Gap", "batch_counts", "batch_sweep", "gap_to_roof",
-    "kv_equals_weights_at", "launch_overhead",
+    "CUDA_GRAPHS_POST", "BatchCounts", "BatchSweep", "Gap", "batch_counts", "batch_sweep", "explore_view",
+    "gap_to_roof", "kv_equals_weights_at", "launch_overhead",
     "against_roof", "attention_bound", "batch_against_prediction", "batch_fixed_cost", "batch_trade",
     "bytes_growth", "context_mismatch", "fused_result", "gptfast_beside", "launches_vs_bytes",
     "low_precision_ridge", "per_user_speed", "probe_gap", "small_batch_kernel", "threads_note", "tuned_code",

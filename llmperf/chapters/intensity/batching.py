@@ -256,3 +256,17 @@ def gap_to_roof(s, here: Accelerator, rounds: int | None = None) -> Gap:
                weight_bytes_2_bytes=cost.decode_bytes(cfg, ctx + 1, 1, 2).weights,
                h100_bandwidth=hardware.ACCELERATORS["H100 SXM"].bandwidth,
                kipply_ratio=kipply.ms_per_token / kipply.predicted_ms)
+
+
+def explore_view(sweep: BatchSweep, here, bytes_per_param: int):
+    """The roofline of any accelerator with any model's decode step on it (`llmperf.explore`), with this
+    machine's measured steps as markers: SmolLM2 on this machine's probe (`here`) to start."""
+    from ...explore import page
+
+    name = "this machine, probed"
+    dtype = {4: "float32", 2: "bfloat16", 1: "fp8"}[bytes_per_param]
+    achieved = [f / t for f, t in zip(sweep.nflops, sweep.step_s)]
+    return page.embed("roofline", extra=[page.accelerator_row(here, name)],
+                      inputs={"model": "smollm2-135m", "accelerator": name, "weight_dtype": dtype,
+                              "kv_dtype": dtype, "batch": 1, "context": sweep.context + 1},
+                      measured=[{"label": "SmolLM2 steps, measured here", "x": sweep.intensity, "y": achieved}])

@@ -36,12 +36,12 @@ from .rates import RateSweep, rate_sweep, share_sample_size
 from .run import Run, answer_table, closed_run, lone_request, setup_numbers
 from .served import NAME, matching_seed, request_lengths
 from .sums import Claim, KVCapacity, claim_check, exercise_numbers, kv_capacity, published_share
-from .sweep import MLPERF_LIMITS, BatchPoint, BatchSweep, batch_sweep
+from .sweep import MLPERF_LIMITS, BatchPoint, BatchSweep, batch_sweep, explore_view
 from .turns import Turns, dialogue, turn_runs
 
 __all__ = ["NAME", "OPEN_LOAD", "BatchPoint", "BatchSweep", "Claim", "KVCapacity", "Loop", "Loops", "MLPERF_LIMITS",
-           "Memory", "MemoryRun", "RateSweep", "Turns", "budget", "cache_claims", "dialogue", "memory_predictions",
-           "memory_runs", "turn_runs",
+           "Memory", "MemoryRun", "RateSweep", "Turns", "budget", "cache_claims", "dialogue", "explore_view",
+           "memory_predictions", "memory_runs", "turn_runs",
            "Run", "answer_table", "batch_sweep", "claim_check", "closed_run", "distserve_goodput",
            "exercise_numbers", "goodput_peak", "itl_against_tpot", "knee_text", "kv_capacity", "limits_met",
            "lone_request", "long_prefill", "matching_seed", "omission", "rate_sweep",

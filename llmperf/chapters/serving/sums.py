@@ -15,9 +15,9 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ... import cost, hardware, metrics
+from ...calculator import UTILISATION  # the share of the device's memory a server takes (vLLM's default)
 
 BF16 = 2  # bytes per weight and per cached key or value element
-UTILISATION = 0.9  # the share of the device's memory a server takes: vLLM's --gpu-memory-utilization default
 QUOTED_USER = 12  # tokens/s per user, as the quoted claim has it
 PUBLISHED = "gpt-fast"  # the published batch-1 rate (hardware.PUBLISHED) that the claim's efficiency is set beside
 

@@ -188,3 +188,12 @@ def batch_sweep(s: Setup) -> BatchSweep:
             requests = unwatched_load(server, prompts, z.serve_new_tokens, concurrency=b)
             points.append(BatchPoint(b, requests, dict(server.engine.prefills), server.engine.prefill_chunk))
     return BatchSweep(s.device.type, z.serve_prompt, z.serve_new_tokens, points)
+
+
+def explore_view(sweep: BatchSweep):
+    """The exchange rate predicted for any model and accelerator (`llmperf.explore`), with this machine's
+    measured sweep as markers: Llama-3-8B on an H100 to start."""
+    from ...explore import page
+
+    return page.embed("exchange", measured=[{"label": "SmolLM2 on this machine, measured",
+                                             "x": sweep.per_user, "y": sweep.tok_s}])
