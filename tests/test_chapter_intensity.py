@@ -186,6 +186,15 @@ def test_cpu_branches():
     assert "even attention is bound by arithmetic" in intensity.attention_bound(1.5, 0.05)
 
 
+def test_where_the_fused_products_ran_is_said_as_measured():
+    assert "Numba compiles" in intensity.fused_products("compiled") and "ran the step faster here than NumPy's BLAS" \
+        in intensity.fused_products("compiled")
+    assert "faster here than the compiled loop" in intensity.fused_products("BLAS")
+    said = intensity.fused_products("BLAS", "Numba is not installed")
+    assert "cannot run here: Numba is not installed" in said and "faster" not in said
+    assert "whichever the machine runs faster" in intensity.fused_products("none")
+
+
 def test_speed_change_fused_result_and_against_roof():
     assert wording.speed_change(2.0, 1.0, "A") == "2.0 times faster than A"
     assert wording.speed_change(1.0, 1.31, "A") == "1.31 times slower than A"

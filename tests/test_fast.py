@@ -137,11 +137,13 @@ def test_a_batched_step_runs_in_numpy_each_sequence_at_its_own_position(tiny, st
 
 def pin(monkeypatch, **layouts):
     """Fix the host-dependent layouts (`choices.measured_layouts`) instead of measuring them: a kind of matrix
-    named in `layouts` (wqkv, wo, w13, w2, head) is stored so, every other output-major."""
+    named in `layouts` (wqkv, wo, w13, w2, head) is stored so, every other output-major, and the step's products
+    run in the BLAS (`choices.measured_kernel`)."""
     from llmperf.fast import choices
 
     every = dict.fromkeys(("wqkv", "wo", "w13", "w2", "head"), "output-major")
     monkeypatch.setattr(choices, "measured_layouts", lambda model, build_step: {**every, **layouts})
+    monkeypatch.setattr(choices, "measured_kernel", lambda model, build_step, layouts: "BLAS")
 
 
 def test_fuse_shares_what_it_does_not_fuse(tiny, monkeypatch):

@@ -19,10 +19,13 @@ def faster(winner: str, calls: list):
     """A stand-in for `tuning.time_in_step` that times the option named `winner` at 1 ms a step and every other at
     2 ms, putting none of them in the step, and counts its calls. Thread counts (`choices.measured_threads`) are
     counted only if `winner` names one; otherwise every thread OpenBLAS starts is fastest, as a real measurement
-    finds on most hosts."""
+    finds on most hosts. So is the kernel's measurement (`choices.measured_kernel`): unless `winner` is "BLAS" or
+    "compiled", the BLAS wins, so that the layouts chosen stay the step's."""
     def time_in_step(step, put_in_step, options, cache):
         if "thread" in next(iter(options)) and "thread" not in winner:
             return {w: 1e-3 if w == tuning.threads_name(blas.available_threads()) else 2e-3 for w in options}
+        if "BLAS" in options and winner not in options:
+            return {w: 1e-3 if w == "BLAS" else 2e-3 for w in options}
         calls.append(sorted(options))
         return {w: 1e-3 if w == winner else 2e-3 for w in options}
 

@@ -48,7 +48,7 @@ def test_torch_is_installed_only_where_there_is_none():
     kept = hosted.commands(ROOT, "py", have_torch=True)
     fresh = hosted.commands(ROOT, "py", have_torch=False)
     assert len(fresh) == len(kept) + 1 and fresh[0][-1] == "torch==2.13.0"
-    assert kept[0][-2:] == ["-e", f"{ROOT}[notebooks]"] and kept[-1][-2:] == ["--no-deps", hosted.WEIGHTS]
+    assert kept[0][-2:] == ["-e", f"{ROOT}[notebooks,fast]"] and kept[-1][-2:] == ["--no-deps", hosted.WEIGHTS]
 
 
 def test_a_folder_that_is_not_the_checkout_is_refused(tmp_path):

@@ -31,6 +31,13 @@ things keep the plain model in model.py well above that.
    of the memory's bandwidth than several. SmolLM2's wo (576 × 576) is one; it
    may be stored with zero rows appended (`threaded_gemv_rows`): 39 % more
    bytes, read by every thread instead of one. `tuning` measures which wins.
+5. A library's gemv is not the roof either: tuned for every shape on every processor, it leaves some shapes
+   off its fast path on a given host, and the layouts above choose only among what it offers. `kernel` holds
+   the product as a ten-line loop that Numba compiles (each thread streams its own rows of W once), and
+   `choices.measured_kernel` times whole steps with the step's products all in it and all in the BLAS, in
+   turns, and keeps the faster on this host. All or none: the compiled loop runs on Numba's threads, and two
+   pools of threads in one step fight over the cores. Without Numba the BLAS stays, and `tuning.report` says
+   why.
 
 What is left is the products plus the small NumPy ops between them
 (`profiling.numpy_step_times` splits a step; chapter 5 shows it);
@@ -72,9 +79,9 @@ to count a step's ops, and time the NumPy step with `profiling.numpy_step_times`
 
 The package's modules: `fused` (the fused layers, `FusedTransformer`, `fuse`),
 `numpy_step` (`NumpyDecodeStep`), `blas` (what OpenBLAS does with a gemv),
-`packing` (weights packed once for products of several rows), `choices` (the
-thread count, the layouts and the packing, each measured in the step on this
-host) and `tuning` (the candidates, the timing in turns, and the file that saves
+`packing` (weights packed once for products of several rows), `kernel` (the
+compiled product), `choices` (the thread count, the layouts, the kernel and the
+packing, each measured in the step on this host) and `tuning` (the candidates, the timing in turns, and the file that saves
 each choice per host).
 """
 
@@ -86,7 +93,7 @@ from .blas import (OPENBLAS_ONE_THREAD_BELOW, available_threads, input_major, li
                    numpy_blas, numpy_uses_openblas, openblas_threads, threaded_gemv_rows)
 from .fused import FusedAttention, FusedFeedForward, FusedTransformer, fuse, linear  # noqa: F401
 from .numpy_step import NumpyDecodeStep, no_lap  # noqa: F401
-from . import choices, packing, tuning  # noqa: F401
+from . import choices, kernel, packing, tuning  # noqa: F401
 
 
 _SERVED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # model -> its fused, packed form

@@ -1,9 +1,11 @@
 """The fused model's host-dependent choices, each measured in the NumPy step itself and saved (`tuning`).
 
-Four choices, each made the first time a model of its shape runs on a host and saved for the next time:
+Five choices, each made the first time a model of its shape runs on a host and saved for the next time:
 
     measured_threads      how many threads OpenBLAS runs the step's products on
     measured_layouts      how each kind of matrix (wqkv, wo, w13, w2, head) is stored for the step (`in_layout`)
+    measured_kernel       whether the batch-1 step's products run in NumPy's BLAS (as laid out) or in the
+                          compiled kernel (`kernel`)
     measured_products     whether products of several rows read weights packed once (`packing`) or run
                           PyTorch's own product
     measured_fewest_rows  the fewest rows a batch step's products are given (zero rows appended)
@@ -19,14 +21,15 @@ from __future__ import annotations
 import torch
 
 from ..model import Transformer
-from . import blas, tuning
+from . import blas, kernel, tuning
+from .numpy_step import MATRICES
 
 
 def in_layout(weight: torch.Tensor, layout: str | None) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """`weight`, (out, in), stored `layout` (`tuning.LAYOUTS`) for the NumPy step: as it is (output-major, or None:
-    not for NumPy), as an (out, in) view of an (in, out) copy (input-major, `blas.input_major`), or as a view of
-    the first rows of a copy with zero rows appended (`blas.threaded_gemv_rows`). Returns (the weight PyTorch
-    reads, the padded copy or None)."""
+    """`weight`, (out, in), stored `layout` (`tuning.LAYOUTS`, or `tuning.COMPILED`) for the NumPy step: as it is
+    (output-major, the compiled kernel's, or None: not for NumPy), as an (out, in) view of an (in, out) copy
+    (input-major, `blas.input_major`), or as a view of the first rows of a copy with zero rows appended
+    (`blas.threaded_gemv_rows`). Returns (the weight PyTorch reads, the padded copy or None)."""
     if layout == "input-major":
         return blas.input_major(weight), None
     if layout == "output-major, padded":
@@ -57,9 +60,12 @@ def matrices(model: Transformer) -> dict[str, tuple[int, int, bool]]:
             "head": (cfg.vocab_size, cfg.d_model, False)}
 
 
-def step_array(name: str, weight: torch.Tensor, padded: torch.Tensor | None):
-    """The NumPy view the step multiplies: (in, out) for the `h @ W` products (wqkv, w13, head), (out, in) or
-    padded (rows, in) for the `W @ h` ones (wo, w2), as `NumpyDecodeStep.set_matrix` takes them."""
+def step_array(name: str, weight: torch.Tensor, padded: torch.Tensor | None, compiled: bool = False):
+    """What the step multiplies, as `NumpyDecodeStep.set_matrix` takes it: the weight for the compiled kernel
+    (`kernel.CompiledMatrix`, `compiled`), else a NumPy view, (in, out) for the `h @ W` products (wqkv, w13,
+    head), (out, in) or padded (rows, in) for the `W @ h` ones (wo, w2)."""
+    if compiled:
+        return kernel.CompiledMatrix(weight.detach().numpy())
     array = (padded if padded is not None else weight).detach().numpy()
     return array.T if name in ("wqkv", "w13", "head") else array
 
@@ -87,6 +93,36 @@ def measured_layouts(model: Transformer, build_step) -> dict[str, str]:
         step.set_matrix(name, arrays[layouts[name]])
     tuning.save_layouts(shapes, layouts, seconds)
     return layouts
+
+
+@torch.no_grad()
+def measured_kernel(model: Transformer, build_step, layouts: dict[str, str]) -> str:
+    """Where the batch-1 step's products run on this host: "BLAS" (NumPy's, its matrices stored as `layouts`) or
+    `tuning.COMPILED` (the compiled kernel, every matrix as it is): saved from an earlier measurement, or measured
+    now, whole steps of `build_step(model, layouts)` with its products in each, in turns, and saved. "BLAS",
+    without measuring, where the kernel cannot run here (`kernel.why_not`). All of a step's products run in one or
+    the other: Numba's threads and OpenBLAS's would fight over the cores in a step that used both."""
+    from ..generation import new_cache
+
+    shapes = matrices(model)
+    if kernel.why_not() is not None:
+        return "BLAS"
+    chosen = tuning.saved_choice(tuning.KERNEL, shapes)
+    if chosen is None:
+        step = build_step(model, layouts)
+        options = {"BLAS": (False, {name: step.matrix(name) for name in MATRICES}),  # as `layouts` stored them
+                   tuning.COMPILED: (True, {name: [step_array(name, w, None, compiled=True) for w in ws]
+                                            for name, ws in sources(model).items()})}
+
+        def put_in_step(option):
+            step.compiled, arrays = option  # compiled: the step sets the kernel's threads
+            for name, array in arrays.items():
+                step.set_matrix(name, array)
+
+        seconds = tuning.time_in_step(step, put_in_step, options, new_cache(model, 1, 32))
+        chosen = min(seconds, key=seconds.get)
+        tuning.save_choice(tuning.KERNEL, shapes, chosen, seconds)
+    return chosen
 
 
 @torch.no_grad()

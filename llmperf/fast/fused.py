@@ -87,8 +87,8 @@ class FusedTransformer(Transformer):
     (a skeleton that allocates nothing), whose parts are then replaced: the
     embedding, norms and rotary tables by `model`'s own, wo, w2 and the LM head by
     `model`'s or by copies laid out for NumPy as `layouts` says (by default, as
-    `choices.measured_layouts` finds fastest here), and attention and the MLP by their fused
-    forms. Transformer.forward runs everything but the NumPy step.
+    `choices.measured_layouts` finds fastest here; every weight as it is where the compiled kernel
+    won, `choices.measured_kernel`), and attention and the MLP by their fused forms. Transformer.forward runs everything but the NumPy step.
     """
 
     def __init__(self, model: Transformer, layouts: dict[str, str] | None = None):
@@ -103,6 +103,8 @@ class FusedTransformer(Transformer):
         elif not layouts:
             threads = choices.measured_threads(model, numpy_step_of)
             layouts = choices.measured_layouts(model, numpy_step_of)
+            if choices.measured_kernel(model, numpy_step_of, layouts) == tuning.COMPILED:
+                layouts = dict.fromkeys(layouts, tuning.COMPILED)  # every weight as it is, for the kernel
         self.tok_embeddings, self.norm = model.tok_embeddings, model.norm
         for block, plain in zip(self.layers, model.layers):
             block.attention_norm, block.ffn_norm = plain.attention_norm, plain.ffn_norm
@@ -111,7 +113,8 @@ class FusedTransformer(Transformer):
         # The LM head, a copy if stored otherwise than as it is (for tied models the embedding stays as it is)
         self.output = linear(in_layout(model.output.weight, layouts and layouts["head"])[0])
         self.rope_cos, self.rope_sin = model.rope_cos, model.rope_sin
-        self.numpy_step = NumpyDecodeStep(self) if for_numpy else None
+        compiled = bool(layouts) and set(layouts.values()) == {tuning.COMPILED}
+        self.numpy_step = NumpyDecodeStep(self, compiled) if for_numpy else None
         if threads is not None:
             self.numpy_step.threads = threads  # its steps run OpenBLAS on them, whatever another model set
 

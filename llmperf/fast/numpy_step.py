@@ -15,7 +15,7 @@ import torch
 
 from ..cost import ATTENTION, KV_WRITE, LM_HEAD, NORMS, OTHER, PROJECTIONS
 from ..kv_cache import KVCache
-from . import blas
+from . import blas, kernel
 
 MATRICES = ("wqkv", "wo", "w13", "w2", "head")  # the matrices the step multiplies, by their fused names
 
@@ -49,21 +49,30 @@ class NumpyDecodeStep:
     plain model's.
     """
 
-    def __init__(self, model):
-        """`model`: a fused model (`fused.FusedTransformer`), whose tensors the step reads."""
+    def __init__(self, model, compiled: bool = False):
+        """`model`: a fused model (`fused.FusedTransformer`), whose tensors the step reads. `compiled`: its batch-1
+        products run in the compiled kernel (`kernel.CompiledMatrix`, every weight as it is), not NumPy's BLAS."""
         cfg = model.cfg
         view = lambda t: t.detach().numpy()  # shares memory with the tensor  # noqa: E731
-        self.cfg, self.eps = cfg, cfg.norm_eps
+        self.cfg, self.eps, self.compiled = cfg, cfg.norm_eps, compiled
+
+        def weight(layer, in_out=False, padded=None):  # how the step reads a layer's weight, see LayerWeights
+            if compiled:
+                return kernel.CompiledMatrix(view(layer.weight))  # (out, in), as it is
+            array = view(padded) if padded is not None else view(layer.weight)  # (out, in) or (rows, in)
+            return array.T if in_out else array  # (in, out) for `h @ W`
+
         # Each weight is stored input-major or output-major, as this host multiplies it fastest (`choices.in_layout`);
         # a product's expression does not depend on it: NumPy hands BLAS the layout, which picks its kernel.
-        # The head, like wqkv and w13, is taken as an (in, out) view: `h @ W` (`LayerWeights`).
+        # The head, like wqkv and w13, is taken as an (in, out) view: `h @ W` (`LayerWeights`). A CompiledMatrix
+        # gives W·h for `h @ W` and `W @ h` alike.
         self.layers = [LayerWeights(
-            view(b.attention_norm.weight), view(b.attention.wqkv.weight).T,
-            view(b.attention.wo_padded if b.attention.wo_padded is not None else b.attention.wo.weight),
-            view(b.ffn_norm.weight), view(b.feed_forward.w13.weight).T, view(b.feed_forward.w2.weight))
+            view(b.attention_norm.weight), weight(b.attention.wqkv, in_out=True),
+            weight(b.attention.wo, padded=b.attention.wo_padded),
+            view(b.ffn_norm.weight), weight(b.feed_forward.w13, in_out=True), weight(b.feed_forward.w2))
             for b in model.layers]
         self.embedding, self.norm, self.head = (view(model.tok_embeddings.weight), view(model.norm.weight),
-                                                view(model.output.weight).T)
+                                                weight(model.output, in_out=True))
         # For a batch: the same weights in PyTorch's layers (fused.Linear), each product one call over the rows.
         self.batch_layers = [(b.attention.wqkv, b.attention.wo, b.feed_forward.w13, b.feed_forward.w2)
                              for b in model.layers]
@@ -71,6 +80,7 @@ class NumpyDecodeStep:
         self.fewest_rows = 1  # a batch's products get zero rows up to this many (`product`; measured by the server)
         # OpenBLAS's threads for the products, set as each step starts (choices.measured_threads); None: as they are
         self.threads: int | None = None
+        self.kernel_threads = blas.available_threads()  # the compiled kernel's: Numba's, one per core we may use
         half = cfg.head_dim // 2
         # RoPE's rotate-half, out = x·cos + [-x₂, x₁]·sin, as x·cos + swap(x)·sin_signed: each head's two halves
         # swapped by a view, and the sign folded into a copy of the sine table (max_seq_len, 2, hd/2).
@@ -88,6 +98,13 @@ class NumpyDecodeStep:
             (self.head,) = arrays
             return
         self.layers = [layer._replace(**{name: array}) for layer, array in zip(self.layers, arrays, strict=True)]
+
+    def matrix(self, name: str) -> list:
+        """What the step reads for matrix `name` (one of MATRICES): one array per layer (the head: one), as
+        `set_matrix` takes them."""
+        if name not in MATRICES:
+            raise ValueError(f"No matrix named {name!r}; the step multiplies {', '.join(MATRICES)}.")
+        return [self.head] if name == "head" else [getattr(layer, name) for layer in self.layers]
 
     def rms_norm(self, x: np.ndarray, weight: np.ndarray) -> np.ndarray:
         return x * np.float32(1 / math.sqrt(float(x @ x) / x.size + self.eps)) * weight
@@ -116,7 +133,9 @@ class NumpyDecodeStep:
         d, H, Hkv, hd = cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
         kv, at = cache.numpy_layers(), np.asarray([pos])  # the cache's reads and writes on its own memory
         cos, sin = self.cos[pos], self.sin_signed[pos]  # (2, hd/2) each
-        if self.threads is not None:
+        if self.compiled:
+            kernel.use_threads(self.kernel_threads)  # Numba's count is per calling thread: a server's may differ
+        elif self.threads is not None:
             blas.use_threads(self.threads)  # another fused model in this process may have set another count
         x = self.embedding[token]  # (d,), a view: every update below makes a new x
         lap(OTHER)

@@ -45,7 +45,7 @@ import time
 from pathlib import Path
 
 from ..host import CPU_FLAGS, cpu_flags, cpu_name
-from . import blas
+from . import blas, kernel
 
 LAYOUTS = ("input-major", "output-major", "output-major, padded")
 """How a matrix can be stored for the NumPy step. Padding applies to output-major storage of a matrix under
@@ -123,10 +123,14 @@ def save_layouts(shapes: dict[str, tuple[int, int, bool]], layouts: dict[str, st
            for name, shape in shapes.items()})
 
 
-PRODUCTS, FEWEST_ROWS, THREADS = "several rows", "fewest rows", "threads"
+PRODUCTS, FEWEST_ROWS, THREADS, KERNEL = "several rows", "fewest rows", "threads", "kernel"
 """What `saved_choice` and `save_choice` read and write for a model's matrices: how products of several rows are run
 ("packed" or "plain", `choices.measured_products`), the fewest rows a batch step's products are given
-(`choices.measured_fewest_rows`), and the threads OpenBLAS runs the step's products on (`choices.measured_threads`)."""
+(`choices.measured_fewest_rows`), the threads OpenBLAS runs the step's products on (`choices.measured_threads`),
+and where the batch-1 step's products run ("BLAS" or `COMPILED`, `choices.measured_kernel`)."""
+
+COMPILED = "compiled"
+"""The layout of every matrix when the step's products run in the compiled kernel (`kernel`): as it is, (out, in)."""
 
 
 def thread_counts(available: int) -> list[int]:
@@ -197,4 +201,6 @@ def report() -> str:
     for matrix, seen in timings().items():
         said = ", ".join(f"{option} {s * 1e3:.2f} ms" for option, s in seen.get("step seconds", {}).items())
         lines.append(f"  {matrix}: {seen['chosen']}" + (f" (step: {said})" if said else ""))
+    if kernel.why_not() is not None:
+        lines.append(f"  compiled kernel: not here. {kernel.why_not()}")
     return "\n".join(lines)

@@ -23,7 +23,7 @@ asserts; the figures are in `llmperf.plots.intensity`.
 from .batching import (CUDA_GRAPHS_POST, BatchCounts, BatchSweep, Gap, batch_counts, batch_sweep, explore_view,
                        gap_to_roof, kv_equals_weights_at, launch_overhead)
 from .claims import (against_roof, attention_bound, batch_against_prediction, batch_fixed_cost, batch_trade,
-                     bytes_growth, context_mismatch, fused_result, gptfast_beside, launches_vs_bytes,
+                     bytes_growth, context_mismatch, fused_products, fused_result, gptfast_beside, launches_vs_bytes,
                      low_precision_ridge, per_user_speed, probe_gap, small_batch_kernel, threads_note, tuned_code,
                      weights_bound)
 from .context import ContextSweep, KvGrowth, context_sweep, kv_growth
@@ -36,7 +36,7 @@ __all__ = [
     "CUDA_GRAPHS_POST", "BatchCounts", "BatchSweep", "Gap", "batch_counts", "batch_sweep", "explore_view",
     "gap_to_roof", "kv_equals_weights_at", "launch_overhead",
     "against_roof", "attention_bound", "batch_against_prediction", "batch_fixed_cost", "batch_trade",
-    "bytes_growth", "context_mismatch", "fused_result", "gptfast_beside", "launches_vs_bytes",
+    "bytes_growth", "context_mismatch", "fused_products", "fused_result", "gptfast_beside", "launches_vs_bytes",
     "low_precision_ridge", "per_user_speed", "probe_gap", "small_batch_kernel", "threads_note", "tuned_code",
     "weights_bound",
     "ContextSweep", "KvGrowth", "context_sweep", "kv_growth",

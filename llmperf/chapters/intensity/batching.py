@@ -15,7 +15,7 @@ import pandas as pd
 
 from ... import cost, hardware
 from ...book import Collapsed
-from ...fast import fuse
+from ...fast import fuse, kernel
 from ...hardware import Accelerator
 from ...profiling import forward_fn, op_counts
 from ...timing import time_in_turns
@@ -209,6 +209,8 @@ class Gap:
     weight_bytes_2_bytes: int  # SmolLM2's weights (the step reads them once) in a 2-byte format
     h100_bandwidth: float
     kipply_ratio: float
+    products: str = "none"  # where the fused step's products ran: "compiled", "BLAS", or "none" (no NumPy step)
+    why_not_compiled: str | None = None  # why the compiled loop could not run here, if it could not
 
     def pct_of_bandwidth(self, seconds: float) -> float:
         return 100 * self.step_bytes / seconds / self.bandwidth
@@ -220,6 +222,7 @@ class Gap:
         stream_s = self.weight_bytes_2_bytes / self.h100_bandwidth
         return {
             "fused_text": claims.fused_result(self.plain_s, self.fused_s, plain_pct, fused_pct),
+            "fused_products_text": claims.fused_products(self.products, self.why_not_compiled),
             "tuned_text": claims.tuned_code(plain_pct, fused_pct, gf_pct),
             "gptfast_text": claims.gptfast_beside(gf_pct, plain_pct, self.device_type),
             "n_ops": self.n_ops, "smol_bf16_mb": self.weight_bytes_2_bytes / 1e6, "smol_h100_us": stream_s * 1e6,
@@ -246,6 +249,8 @@ def gap_to_roof(s, here: Accelerator, rounds: int | None = None) -> Gap:
     the ops of one plain step."""
     cfg, bpp, ctx = s.model.cfg, s.dtype.itemsize, s.sizes.decode_context
     fast_model = fuse(s.model)
+    step = fast_model.numpy_step
+    products = "none" if step is None else "compiled" if step.compiled else "BLAS"
     pair = time_in_turns({"plain": forward_fn(s.model, context=ctx), "fused": forward_fn(fast_model, context=ctx)},
                              rounds=rounds or 2 * s.sizes.repeat, settle=3, device=s.device)
     del fast_model
@@ -255,7 +260,8 @@ def gap_to_roof(s, here: Accelerator, rounds: int | None = None) -> Gap:
                n_ops=sum(op_counts(s.model, context=ctx)["ops"].values()),
                weight_bytes_2_bytes=cost.decode_bytes(cfg, ctx + 1, 1, 2).weights,
                h100_bandwidth=hardware.ACCELERATORS["H100 SXM"].bandwidth,
-               kipply_ratio=kipply.ms_per_token / kipply.predicted_ms)
+               kipply_ratio=kipply.ms_per_token / kipply.predicted_ms, products=products,
+               why_not_compiled=kernel.why_not() if products == "BLAS" else None)
 
 
 def explore_view(sweep: BatchSweep, here, bytes_per_param: int):

@@ -102,6 +102,24 @@ def fused_result(plain_time: float, fused_time: float, plain_pct: float, fused_p
             "bytes and the same FLOPs")
 
 
+def fused_products(where: str, why_not: str | None = None) -> str:
+    """Where the fused model's one-token products ran on this machine (`where`: "compiled", "BLAS", or "none": no
+    NumPy step here, a GPU or a 2-byte dtype), as the clause after "as NumPy code:"; `why_not`: why the compiled
+    loop could not run, if it could not."""
+    compiled = ("a matrix–vector loop of ten lines that Numba compiles (`llmperf.fast.kernel`), each thread "
+                "streaming its own rows of the weights once")
+    blas = "NumPy's BLAS, whose matrix–vector routine spreads over all cores, on weights laid out for it"
+    if where == "compiled":
+        return f"the products go to {compiled}, which ran the step faster here than {blas.split(',')[0]} did"
+    if where == "BLAS" and why_not:
+        return f"the products go to {blas} (the compiled loop of `llmperf.fast.kernel` cannot run here: {why_not})"
+    if where == "BLAS":
+        return (f"the products go to {blas}, which ran the step faster here than the compiled loop of "
+                "`llmperf.fast.kernel` did")
+    return (f"the products go to {blas}, or to {compiled}, whichever the machine runs faster in the step "
+            "(measured the first time, `llmperf.fast.tuning`)")
+
+
 def low_precision_ridge(dtype: str, ridge: float, intensity: float, matmul_gflops: float) -> str:
     """This machine's ridge in a 2-byte dtype against a batch-1 step's intensity (about 1 FLOP/byte)."""
     if ridge > intensity:

@@ -1,0 +1,139 @@
+"""The batch-1 step's products as one short loop, compiled by Numba: each weight read once, in order, at the
+memory's rate.
+
+At batch 1 every product is a matrix–vector product, out = W·x with W (out, in): each weight is read once and
+used for one multiply-add, so the product can go no faster than W's bytes ÷ the memory's bandwidth. `gemv` is
+the whole algorithm: W's rows are cut into blocks of `ROWS_PER_BLOCK`, the blocks shared among the threads
+(`prange`), and each row's dot product with x taken in one pass over the row. x (a few KB) stays in the L1
+cache; W streams from memory once. Numba compiles the loop with LLVM (`fastmath` lets it reorder the sum, which
+is what lets it use vector instructions and several sums at once), so the rounding differs from a BLAS's in the
+last bits only.
+
+Why a loop of our own, when NumPy's BLAS has a gemv? A library's gemv is tuned for many shapes on many
+processors; on a given host some of the step's shapes fall off its fast path (one thread below a size, or a
+kernel that streams one layout slower), and `tuning` can only choose among what the library offers. The loop
+here treats every shape alike. Whether it wins is measured in the step on the reader's host
+(`choices.measured_kernel`), never assumed.
+
+Numba is optional. Without it (or where it cannot compile), `why_not` says why, and the step keeps NumPy's BLAS.
+The kernel runs on Numba's own threads, not OpenBLAS's: the two pools would fight over the cores if a step used
+both (the threads of one wait, spinning, while the other's work), so a step runs either all its products here or
+all of them in the BLAS (`CompiledMatrix` for the former).
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+
+import numpy as np
+
+try:
+    import numba
+except ImportError:  # the step keeps NumPy's BLAS; why_not() says so
+    numba = None
+
+prange = numba.prange if numba is not None else range  # without Numba, gemv runs as plain (slow) Python
+
+ROWS_PER_BLOCK = 64
+"""Rows of W one thread takes at a time: enough that the split costs nothing beside the reading, few enough that
+SmolLM2's smallest matrix (576 rows) gives every thread of a small machine several blocks."""
+
+
+def gemv(w: np.ndarray, x: np.ndarray, out: np.ndarray) -> None:
+    """out = w @ x, for w (rows, cols) float32 and C-contiguous, x (cols,), out (rows,): written in place."""
+    rows, cols = w.shape
+    for block in prange((rows + ROWS_PER_BLOCK - 1) // ROWS_PER_BLOCK):  # the blocks, shared among the threads
+        for r in range(block * ROWS_PER_BLOCK, min(rows, (block + 1) * ROWS_PER_BLOCK)):
+            total = np.float32(0)
+            for c in range(cols):  # one pass over row r: vectorised by the compiler
+                total += w[r, c] * x[c]
+            out[r] = total
+
+
+def gemm_rows(w: np.ndarray, x: np.ndarray, out: np.ndarray) -> None:
+    """out = x @ w.T, for w (rows, cols), x (B, cols), out (B, rows): a few sequences' rows at once, each weight row
+    read from memory once and then from the L1 cache for every row of x (what a batch's decode step needs)."""
+    rows, cols = w.shape
+    for block in prange((rows + ROWS_PER_BLOCK - 1) // ROWS_PER_BLOCK):
+        for r in range(block * ROWS_PER_BLOCK, min(rows, (block + 1) * ROWS_PER_BLOCK)):
+            for b in range(x.shape[0]):
+                total = np.float32(0)
+                for c in range(cols):
+                    total += w[r, c] * x[b, c]
+                out[b, r] = total
+
+
+@functools.cache
+def _compiled():
+    """The loops above compiled (parallel, fastmath, cached on disk by Numba), by name, or the reason they are
+    not."""
+    if numba is None:
+        return "Numba is not installed (pip install numba); the step's products run in NumPy's BLAS."
+    try:
+        options = dict(parallel=True, fastmath=True, cache=True, nogil=True)
+        kernels = {"gemv": numba.njit(**options)(gemv), "gemm_rows": numba.njit(**options)(gemm_rows)}
+        w = np.ones((2, 3), np.float32)  # compile now, not inside a timed step
+        kernels["gemv"](w, np.ones(3, np.float32), np.empty(2, np.float32))
+        kernels["gemm_rows"](w, np.ones((2, 3), np.float32), np.empty((2, 2), np.float32))
+        return kernels
+    except Exception as error:  # LLVM or the threading layer failed on this machine: say so, keep the BLAS
+        return f"Numba could not compile the kernel here ({type(error).__name__}: {error}); the step keeps NumPy's BLAS."
+
+
+def why_not() -> str | None:
+    """Why the compiled kernel cannot run here, or None if it can (compiling it, the first time: about a second)."""
+    found = _compiled()
+    return found if isinstance(found, str) else None
+
+
+def use_threads(threads: int) -> None:
+    """Run the kernel on `threads` of Numba's threads from now on, in the calling thread (Numba's count is kept per
+    calling thread), never more than Numba started."""
+    threads = max(1, min(threads, numba.config.NUMBA_NUM_THREADS))
+    if numba.get_num_threads() != threads:
+        numba.set_num_threads(threads)
+
+
+def threading_layer() -> str:
+    """The threads Numba runs the kernel on ("omp", "tbb" or "workqueue"), once it has run."""
+    try:
+        return numba.threading_layer()
+    except (AttributeError, ValueError):
+        return "none yet"
+
+
+_one_at_a_time = threading.Lock()
+"""Held while the kernel runs: Numba's "workqueue" threads (its fallback where neither OpenMP nor TBB is found)
+abort the process if two Python threads launch parallel kernels at once (two servers in one notebook). Taking an
+unheld lock costs well under a microsecond."""
+
+
+class CompiledMatrix:
+    """A weight (out, in), float32, as the step multiplies it with the compiled kernel: `h @ m` and `m @ h` both
+    give W·h, (out,), so the step's expressions are the same whichever way its weights are stored. (With
+    `__array_ufunc__ = None`, NumPy hands `h @ m` to `m.__rmatmul__`.) Holds the weight, not a copy."""
+
+    __array_ufunc__ = None
+
+    def __init__(self, weight: np.ndarray):
+        if weight.dtype != np.float32 or weight.ndim != 2 or not weight.flags.c_contiguous:
+            raise ValueError(f"The compiled kernel reads a C-contiguous 2-D float32 matrix, not {weight.dtype} "
+                             f"{weight.shape} (C-contiguous: {weight.flags.c_contiguous}).")
+        self.weight = weight
+        self.shape = weight.shape
+
+    def __matmul__(self, x: np.ndarray) -> np.ndarray:
+        out = np.empty(self.shape[0], np.float32)
+        with _one_at_a_time:
+            _compiled()["gemv"](self.weight, x, out)
+        return out
+
+    __rmatmul__ = __matmul__
+
+    def rows(self, x: np.ndarray) -> np.ndarray:
+        """x (B, in) times W transposed: (B, out), each weight read once for all B rows."""
+        out = np.empty((x.shape[0], self.shape[0]), np.float32)
+        with _one_at_a_time:
+            _compiled()["gemm_rows"](self.weight, np.ascontiguousarray(x), out)
+        return out

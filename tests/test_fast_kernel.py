@@ -1,0 +1,102 @@
+"""The compiled kernel (llmperf.fast.kernel) gives the BLAS's products within float32 rounding, the fused model
+that runs it gives the plain model's tokens, and whether a step runs it is a measurement on this host, with the
+BLAS kept (and said why) where Numba cannot run."""
+
+import numpy as np
+import pytest
+import torch
+
+from llmperf import generate
+from llmperf.fast import choices, fuse, kernel, tuning
+from llmperf.generation import new_cache
+from tests.test_fast_tuning import faster
+from tests.test_model import cached_logits
+
+needs_numba = pytest.mark.skipif(kernel.why_not() is not None, reason=str(kernel.why_not()))
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("LLMPERF_CACHE_DIR", str(tmp_path))
+
+
+def matrix(rows, cols, seed=0):
+    return np.random.default_rng(seed).standard_normal((rows, cols), dtype=np.float32)
+
+
+def within_rounding(got, w, x):
+    """Does `got` equal x @ w.T (x (B, cols) or (cols,)) within the bound on rounding a sum of cols float32
+    products in any order, cols · eps · Σ|w||x| per output (Higham's)?"""
+    exact = x.astype(np.float64) @ w.T.astype(np.float64)
+    bound = w.shape[1] * np.finfo(np.float32).eps * (np.abs(x).astype(np.float64) @ np.abs(w).T) + 1e-30
+    return got.shape == exact.shape and got.dtype == np.float32 and bool(np.all(np.abs(got - exact) <= bound))
+
+
+@needs_numba
+@pytest.mark.parametrize("rows, cols", [(1, 1), (63, 5), (130, 77), (576, 576), (960, 576), (577, 1536)])
+def test_the_compiled_products_equal_the_blas_within_float32_rounding(rows, cols):
+    w, x = matrix(rows, cols), matrix(1, cols, seed=1)[0]
+    m = kernel.CompiledMatrix(w)
+    assert within_rounding(w @ x, w, x)  # the BLAS's own product, for scale
+    assert within_rounding(x @ m, w, x) and within_rounding(m @ x, w, x)  # h @ W and W @ h: both W·h
+    for batch in (1, 2, 5):  # several rows, each weight read once for all of them
+        xs = matrix(batch, cols, seed=2)
+        assert within_rounding(m.rows(xs), w, xs)
+
+
+def test_the_loop_itself_is_the_kernel():
+    """The Python function Numba compiles computes the product as written (run here uncompiled, on a small one)."""
+    w, x = matrix(70, 9), matrix(1, 9, seed=1)[0]
+    out = np.empty(70, np.float32)
+    kernel.gemv(w, x, out)
+    assert within_rounding(out, w, x)
+    xs, outs = matrix(3, 9, seed=2), np.empty((3, 70), np.float32)
+    kernel.gemm_rows(w, xs, outs)
+    assert within_rounding(outs, w, xs)
+
+
+@pytest.mark.parametrize("bad, said", [(np.ones((4, 3)), "float64"), (np.ones((3, 4), np.float32).T, "C-contiguous"),
+                                       (np.ones(4, np.float32), "2-D")])
+def test_a_matrix_the_kernel_cannot_read_is_refused_clearly(bad, said):
+    with pytest.raises(ValueError, match=said):
+        kernel.CompiledMatrix(bad)
+
+
+@needs_numba
+def test_a_fused_model_on_the_kernel_gives_the_plain_models_logits_and_tokens(tiny, monkeypatch):
+    monkeypatch.setattr(tuning, "time_in_step", faster(tuning.COMPILED, []))
+    fast = fuse(tiny)
+    assert fast.numpy_step.compiled and tuning.saved_choice(tuning.KERNEL, choices.matrices(tiny)) == "compiled"
+    assert fast.layers[0].feed_forward.w2.weight is tiny.layers[0].feed_forward.w2.weight  # as it is: no copy
+    assert fast.output.weight is tiny.output.weight
+    tokens = torch.randint(0, tiny.cfg.vocab_size, (1, 12), generator=torch.Generator().manual_seed(3))
+    assert torch.allclose(cached_logits(fast, tokens, 4), cached_logits(tiny, tokens, 4), atol=1e-5)
+    assert torch.equal(generate(fast, tokens, 10), generate(tiny, tokens, 10))
+    caches = [new_cache(tiny, 2, 8), new_cache(tiny, 2, 8)]  # a batch's step keeps PyTorch's products
+    with torch.inference_mode():
+        plain = tiny(torch.tensor([[3], [5]]), torch.tensor([[0], [0]]), caches[0])
+        fused = fast(torch.tensor([[3], [5]]), torch.tensor([[0], [0]]), caches[1])
+    assert torch.allclose(fused, plain, atol=1e-5)
+
+
+@needs_numba
+def test_the_kernel_is_kept_only_where_it_measured_faster(tiny, monkeypatch):
+    calls = []
+    monkeypatch.setattr(tuning, "time_in_step", faster("BLAS", calls))
+    fast = fuse(tiny)
+    assert not fast.numpy_step.compiled and ["BLAS", "compiled"] in calls
+    assert "kernel: " in tuning.report() and "BLAS 1.00 ms, compiled 2.00 ms" in tuning.report()
+    monkeypatch.setattr(tuning, "time_in_step", faster(tuning.COMPILED, calls))
+    assert not fuse(tiny).numpy_step.compiled  # kept per host: not measured again
+    monkeypatch.setattr(tuning, "host_key", lambda threads=None: "another processor | another BLAS | 2 threads")
+    assert fuse(tiny).numpy_step.compiled  # another host measures again, and the kernel won there
+
+
+def test_without_numba_the_step_keeps_the_blas_and_says_why(tiny, monkeypatch):
+    calls = []
+    monkeypatch.setattr(kernel, "_compiled", lambda: "Numba is not installed (pip install numba); ...")
+    monkeypatch.setattr(tuning, "time_in_step", faster(tuning.COMPILED, calls))
+    fast = fuse(tiny)
+    assert not fast.numpy_step.compiled and ["BLAS", "compiled"] not in calls  # nothing measured
+    assert "Numba is not installed" in kernel.why_not() and "Numba is not installed" in tuning.report()
+
