@@ -100,3 +100,49 @@ def test_without_numba_the_step_keeps_the_blas_and_says_why(tiny, monkeypatch):
     assert not fast.numpy_step.compiled and ["BLAS", "compiled"] not in calls  # nothing measured
     assert "Numba is not installed" in kernel.why_not() and "Numba is not installed" in tuning.report()
 
+
+
+@needs_numba
+def test_a_batch_step_on_the_kernel_gives_the_plain_models_logits(tiny, monkeypatch):
+    monkeypatch.setattr(tuning, "time_in_step", faster(tuning.COMPILED, []))
+    fast = fuse(tiny, pack=True)
+    assert fast.numpy_step.compiled and fast.numpy_step.kernel_rows == 8  # won at every batch tried
+    tokens, positions = torch.tensor([[3], [5], [7]]), torch.tensor([[4], [0], [6]])
+    caches = [new_cache(tiny, 3, 8), new_cache(tiny, 3, 8)]
+    with torch.inference_mode():
+        for cache in caches:  # each row's earlier positions, the same in both caches
+            cache.k.normal_(generator=torch.Generator().manual_seed(1))
+            cache.v.normal_(generator=torch.Generator().manual_seed(2))
+        plain = tiny(tokens, positions, caches[0])
+        fused = fast(tokens, positions, caches[1])
+    assert torch.allclose(fused, plain, atol=1e-5) and torch.allclose(caches[0].k, caches[1].k, atol=1e-5)
+
+
+@needs_numba
+def test_the_kernel_takes_batches_up_to_the_first_it_lost(tiny, monkeypatch):
+    def time_in_step(step, put_in_step, options, cache):
+        if set(options) == {"compiled", "library"}:  # a batch of options["compiled"] rows: the kernel wins at 2
+            return {"compiled": 1e-3 if options["compiled"] == 2 else 3e-3, "library": 2e-3}
+        return {name: 2e-3 if name == "BLAS" else 1e-3 if name == "compiled" else 2e-3 for name in options}
+
+    monkeypatch.setattr(tuning, "time_in_step", time_in_step)
+    fast = fuse(tiny, pack=True)
+    assert fast.numpy_step.compiled and fast.numpy_step.kernel_rows == 2
+    assert "kernel's most rows" in tuning.report() and "4 rows, compiled 3.00 ms" in tuning.report()
+    assert "8 rows" not in tuning.report()  # not tried after the kernel lost at 4
+
+
+def test_the_banner_says_where_the_decode_products_run(tiny, monkeypatch):
+    from llmperf.serve.config import resolve
+
+    monkeypatch.setattr(tuning, "time_in_step", faster("BLAS", []))
+    fast = fuse(tiny, pack=True)
+    assert resolve(fast, max_model_len=64).decode_products.startswith("NumPy's BLAS at 1 row, then ")
+    fast.numpy_step.compiled, fast.numpy_step.kernel_rows, fast.numpy_step.fewest_rows = True, 4, 3
+    said = fast.products_said()
+    assert said.startswith("compiled (Numba, ") and "up to 4 rows, then " in said and "zero rows" not in said
+    fast.numpy_step.kernel_rows = 0
+    assert "at 1 row, then " in fast.products_said() and "fewer than 3 rows given zero rows up to 3" \
+        in fast.products_said()
+    assert "its decode products compiled" in resolve(fast, max_model_len=64).banner()
+    assert resolve(tiny, max_model_len=64).decode_products == "PyTorch's"

@@ -53,7 +53,10 @@ copies ("packs") its weight into tiles before it multiplies, which for a few
 rows costs as much as the product; `fuse(model, pack=True)` packs every weight
 once, with oneDNN (`packing`), and the batch's products and a prompt's prefill
 read the packed copies, where a measurement on this host finds that faster
-(`tuning`).
+(`tuning`). Where the batch-1 products run compiled, a batch of a few rows does
+too (`kernel.gemm_rows`: each weight row read once from memory, then from the
+L1 cache for every sequence), up to the most rows at which it measured faster
+than the library's product (`choices.measured_kernel_rows`).
 The server (`llmperf.serve`) decodes with the fused model, packed.
 
 Everything else keeps PyTorch's product on the same weights (or their packed

@@ -1,6 +1,6 @@
 """The fused model's host-dependent choices, each measured in the NumPy step itself and saved (`tuning`).
 
-Five choices, each made the first time a model of its shape runs on a host and saved for the next time:
+Six choices, each made the first time a model of its shape runs on a host and saved for the next time:
 
     measured_threads      how many threads OpenBLAS runs the step's products on
     measured_layouts      how each kind of matrix (wqkv, wo, w13, w2, head) is stored for the step (`in_layout`)
@@ -9,6 +9,7 @@ Five choices, each made the first time a model of its shape runs on a host and s
     measured_products     whether products of several rows read weights packed once (`packing`) or run
                           PyTorch's own product
     measured_fewest_rows  the fewest rows a batch step's products are given (zero rows appended)
+    measured_kernel_rows  the most rows a batch step's products run in the compiled kernel (more: the library's)
 
 Each times whole steps with every candidate, the candidates taking turns (`tuning.time_in_step`), and chooses
 the fastest. Nothing here builds a fused model: the threads and the layouts are timed on a step that the
@@ -196,4 +197,35 @@ def measured_fewest_rows(fused, candidates=(2, 3, 4)) -> int:
     rows = 1 if rows == 2 else rows
     set_fewest_rows(rows)
     tuning.save_choice(tuning.FEWEST_ROWS, matrices(fused), rows, seconds)
+    return rows
+
+
+@torch.no_grad()
+def measured_kernel_rows(fused, candidates=(2, 4, 8)) -> int:
+    """Measure the most rows a batch step's products run in the compiled kernel on this host (`kernel.gemm_rows`;
+    more rows go to the library's product, packed or not): decode steps of `fused` (a `fused.FusedTransformer`
+    whose batch-1 products run compiled) of each batch in `candidates`, timed with the kernel and with the
+    library, in turns; the kernel keeps every batch up to the first where it lost. Saves and returns it (0: none,
+    and 0 without measuring where the batch-1 products do not run compiled)."""
+    from ..generation import new_cache
+
+    step, rows, seconds = fused.numpy_step, 0, {}
+    if not step.compiled:
+        return 0
+
+    def set_kernel_rows(most):
+        step.kernel_rows = most
+
+    for batch in candidates:
+        def batch_step(token, pos, cache, batch=batch):
+            step.batch([token] * batch, [pos] * batch, cache)
+
+        timed = tuning.time_in_step(batch_step, set_kernel_rows, {"compiled": batch, "library": 0},
+                                    new_cache(fused, batch, 64))
+        seconds.update({f"{batch} rows, {how}": s for how, s in timed.items()})
+        if timed["compiled"] >= timed["library"]:
+            break
+        rows = batch
+    set_kernel_rows(rows)
+    tuning.save_choice(tuning.KERNEL_ROWS, matrices(fused), rows, seconds)
     return rows

@@ -126,9 +126,10 @@ class FusedTransformer(Transformer):
     @torch.no_grad()
     def pack(self) -> bool:
         """Pack every weight for products of several rows (`packing`), if oneDNN is here and this host multiplies
-        several rows faster so (`choices.measured_products`: measured once, saved), and give a batch step's products
-        the fewest rows this host multiplies fastest (`choices.measured_fewest_rows`, saved too). Returns whether it
-        packed."""
+        several rows faster so (`choices.measured_products`: measured once, saved), give a batch step's products
+        the fewest rows this host multiplies fastest (`choices.measured_fewest_rows`, saved too), and, where the
+        batch-1 products run compiled, the most rows the compiled kernel takes (`choices.measured_kernel_rows`).
+        Returns whether it packed."""
         if self.numpy_step is None or not packing.available():
             return False
         chosen = tuning.saved_choice(tuning.PRODUCTS, matrices(self))
@@ -141,7 +142,26 @@ class FusedTransformer(Transformer):
         if rows is None:
             rows = choices.measured_fewest_rows(self)
         self.numpy_step.fewest_rows = rows
+        most = tuning.saved_choice(tuning.KERNEL_ROWS, matrices(self)) if self.numpy_step.compiled else 0
+        if most is None:
+            most = choices.measured_kernel_rows(self)
+        self.numpy_step.kernel_rows = most
         return chosen == "packed"
+
+    def products_said(self) -> str:
+        """Where this model's decode steps multiply, as this host's measurements chose (for a server's banner), e.g.
+        "compiled (Numba, 2 threads) up to 4 rows, then packed (oneDNN)"."""
+        step = self.numpy_step
+        if step is None:
+            return "PyTorch's"
+        library = "packed (oneDNN)" if any(layer.packed is not None for layer in self.linears()) else "PyTorch's"
+        alone = step.kernel_rows if step.compiled else 1  # rows the library never sees
+        if step.fewest_rows > alone + 1:
+            library += f", fewer than {step.fewest_rows} rows given zero rows up to {step.fewest_rows}"
+        if not step.compiled:
+            return f"NumPy's BLAS at 1 row, then {library}"
+        most = f"up to {step.kernel_rows} rows" if step.kernel_rows else "at 1 row"
+        return f"compiled (Numba, {step.kernel_threads} threads) {most}, then {library}"
 
     def runs_in_numpy(self, tokens: torch.Tensor, input_pos, cache) -> bool:
         """Is this pass one for `numpy_step`? One cached token per sequence (a decode step, of one sequence or

@@ -78,6 +78,7 @@ class NumpyDecodeStep:
                              for b in model.layers]
         self.batch_head = model.output
         self.fewest_rows = 1  # a batch's products get zero rows up to this many (`product`; measured by the server)
+        self.kernel_rows = 0  # a batch of at most this many rows multiplies in the compiled kernel (measured too)
         # OpenBLAS's threads for the products, set as each step starts (choices.measured_threads); None: as they are
         self.threads: int | None = None
         self.kernel_threads = blas.available_threads()  # the compiled kernel's: Numba's, one per core we may use
@@ -181,8 +182,8 @@ class NumpyDecodeStep:
         `cache` (B sequences); writes their keys and values in place and returns the logits, (B, vocab) float32.
 
         The same arithmetic as `__call__`, on all B rows at once, except for the products: each is one
-        (B, in) × (in, out) matrix product, handed to the fused model's PyTorch layer (`product`), which reads
-        each weight once for all rows: from its packed copy if the model was packed (`FusedTransformer.pack`),
+        (B, in) × (in, out) matrix product, which reads each weight once for all rows: in the compiled kernel for
+        a few rows where it measured faster here, else handed to the fused model's PyTorch layer (`product`), from its packed copy if the model was packed (`FusedTransformer.pack`),
         else with PyTorch's own product (`choices.measured_products` chooses, on this host). NumPy's own product
         (OpenBLAS's gemm) would pack every weight anew at every call and has no packed copy to read. Attention
         reads each row's own keys, up to its own position (`attend_rows`), all rows in one batched product."""
@@ -191,6 +192,8 @@ class NumpyDecodeStep:
         kv = cache.numpy_layers()  # the cache's reads and writes on its own memory
         if self.threads is not None:
             blas.use_threads(self.threads)  # for its NumPy products (attention); the weights' run in PyTorch
+        if self.compiled and len(tokens) <= self.kernel_rows:
+            kernel.use_threads(self.kernel_threads)  # ... or in the compiled kernel
         positions = np.asarray([int(p) for p in positions])  # (B,)
         B, T = len(positions), int(positions.max()) + 1  # T: the longest row's positions, 0..T-1
         # -inf on the keys after each row's own position, 0 elsewhere: (B, 1, 1, T), added to each row's scores
@@ -198,11 +201,11 @@ class NumpyDecodeStep:
         cos, sin = self.cos[positions][:, None], self.sin_signed[positions][:, None]  # (B, 1, 2, hd/2) each
         x = self.embedding[np.asarray(tokens)]  # (B, d), a copy
         lap(OTHER)
-        for i, (norm1, _, _, norm2, _, _) in enumerate(self.layers):
+        for i, (norm1, wqkv_step, wo_step, norm2, w13_step, w2_step) in enumerate(self.layers):
             wqkv, wo, w13, w2 = self.batch_layers[i]
             h = self.rms_rows(x, norm1)
             lap(NORMS)
-            qkv = self.product(h, wqkv)  # (B, d) × (d, (H + 2·Hkv)·hd): every row's q, k and v
+            qkv = self.product(h, wqkv, wqkv_step)  # (B, d) × (d, (H + 2·Hkv)·hd): every row's q, k and v
             lap(PROJECTIONS)
             qk = qkv[:, :(H + Hkv) * hd].reshape(B, H + Hkv, 2, hd // 2)  # each row's q and k heads, as halves
             qk = qk * cos + qk[:, :, ::-1] * sin  # RoPE, each row at its own position, (B, H + Hkv, 2, hd/2)
@@ -212,11 +215,11 @@ class NumpyDecodeStep:
             keys, values = kv.read(i, T)  # (B, Hkv, T, hd) each
             y = self.attend_rows(qk[:, :H], keys, values, later)  # (B, H·hd)
             lap(ATTENTION)
-            x = x + self.product(y, wo)  # the residual, (B, d)
+            x = x + self.product(y, wo, wo_step)  # the residual, (B, d)
             lap(PROJECTIONS)
             h = self.rms_rows(x, norm2)
             lap(NORMS)
-            gate_up = self.product(h, w13)  # (B, d) × (d, 2·d_ff)
+            gate_up = self.product(h, w13, w13_step)  # (B, d) × (d, 2·d_ff)
             lap(PROJECTIONS)
             gate, up = gate_up[:, :cfg.d_ff], gate_up[:, cfg.d_ff:]
             act = np.exp(-gate)
@@ -224,11 +227,11 @@ class NumpyDecodeStep:
             np.divide(gate, act, out=act)  # SiLU: gate / (1 + e^-gate)
             act *= up
             lap(OTHER)
-            x = x + self.product(act, w2)  # (B, d_ff) × (d_ff, d)
+            x = x + self.product(act, w2, w2_step)  # (B, d_ff) × (d_ff, d)
             lap(PROJECTIONS)
         h = self.rms_rows(x, self.norm)
         lap(NORMS)
-        logits = self.product(h, self.batch_head)  # (B, d) × (d, vocab)
+        logits = self.product(h, self.batch_head, self.head)  # (B, d) × (d, vocab)
         lap(LM_HEAD)
         return logits
 
@@ -246,10 +249,15 @@ class NumpyDecodeStep:
         scores += later  # every row has position 0, so its largest score stays finite
         return self.softmax_values(scores, v).reshape(B, -1)  # (B, Hkv, G, hd) -> (B, H·hd)
 
-    def product(self, x: np.ndarray, layer: torch.nn.Module) -> np.ndarray:
-        """`product(x, layer)`, x given zero rows up to `fewest_rows` first and the answer cut back to x's rows: a
-        library's product of two rows can take longer than one of four, which reads the weight no more often
-        (`choices.measured_fewest_rows` decides, on this host). The zero rows' outputs are zero and thrown away."""
+    def product(self, x: np.ndarray, layer: torch.nn.Module, matrix=None) -> np.ndarray:
+        """x (B, in) times a weight: by the compiled kernel if the step's batch-1 products run there and B is at
+        most `kernel_rows` (`matrix`, the step's `kernel.CompiledMatrix`: each weight read once for all rows;
+        `choices.measured_kernel_rows` decides, on this host), else `product(x, layer)`, x given zero rows up to
+        `fewest_rows` first and the answer cut back to x's rows: a library's product of two rows can take longer
+        than one of four, which reads the weight no more often (`choices.measured_fewest_rows` decides, on this
+        host). The zero rows' outputs are zero and thrown away."""
+        if self.compiled and len(x) <= self.kernel_rows:
+            return matrix.rows(x)
         if len(x) >= self.fewest_rows:
             return product(x, layer)
         padded = np.zeros((self.fewest_rows, x.shape[1]), np.float32)

@@ -51,11 +51,13 @@ class ServingConfig:
     fused: bool
     reserve_full_context: bool
     max_queue: int
+    decode_products: str = "PyTorch's"  # where a decode step's products run (`FusedTransformer.products_said`)
 
     def banner(self) -> str:
         """The settings as the server prints them when it starts."""
         return (f"{self.policy} batching, up to {self.max_num_seqs} requests at once, {self.max_model_len} tokens "
-                f"each; {'fused' if self.fused else 'plain'} model on {self.device} in {self.dtype}; KV pool of "
+                f"each; {'fused' if self.fused else 'plain'} model on {self.device} in {self.dtype}, its decode "
+                f"products {self.decode_products}; KV pool of "
                 f"{self.num_blocks} blocks of {self.block_size} positions ({self.kv_cache_memory_bytes / 2**20:.1f} "
                 f"MiB{', a whole context reserved per request' if self.reserve_full_context else ''}); prefix "
                 f"caching {'on' if self.enable_prefix_caching else 'off'}; at most {self.prefill_chunk} prompt "
@@ -105,7 +107,8 @@ def resolve(model, *, max_num_seqs: int = 8, max_model_len: int = 2048, policy: 
         policy=policy, prefill_chunk=prefill_chunk or device_prefill_chunk(device), block_size=block_size,
         num_blocks=num_blocks, kv_cache_memory_bytes=num_blocks * per_block,
         enable_prefix_caching=enable_prefix_caching, fused=isinstance(model, FusedTransformer),
-        reserve_full_context=reserve_full_context, max_queue=max_queue)
+        reserve_full_context=reserve_full_context, max_queue=max_queue,
+        decode_products=model.products_said() if isinstance(model, FusedTransformer) else "PyTorch's")
 
 
 def default_num_blocks(max_num_seqs: int, whole: int, per_block: int, gpu_share: int | None = None) -> int:
