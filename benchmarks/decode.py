@@ -22,7 +22,7 @@ Same machine, same run, same SmolLM2 weights, dtype and device: batch 1, a
   by $LLAMA_BENCH: the same SmolLM2 GGUF requantized to F32 by llama.cpp's own
   `llama-quantize` (kept in _build/llama.cpp/), the same prompt and new-token
   counts (`-d` prompt tokens of context, `-n` new tokens) and PyTorch's thread
-  count. Without one, it prints how to build it (README: "llama.cpp beside it").
+  count. Without one, it prints how to build it (the benchmarks page: "llama.cpp beside it").
   The rows are minutes apart and a shared machine's bandwidth drifts, so it then
   runs llmperf fused and llama.cpp F32 in --pairs back-to-back pairs and prints
   the median ratio of their tokens/s, with the smallest and largest.
@@ -55,7 +55,7 @@ from llmperf.weights import check_fits, load_smollm2_transformers, smollm2_gguf_
 
 LLAMA_CPP_DIR = Path(__file__).resolve().parents[1] / "_build" / "llama.cpp"  # the F32 GGUF, 540 MB: not committed
 LLAMA_CPP_HOWTO = ("llama.cpp: no llama-bench on PATH and $LLAMA_BENCH unset, so no llama.cpp row. Build one "
-                   "(README, \"llama.cpp beside it\": cmake, under 10 minutes on 2 cores) and run with "
+                   "(the benchmarks page, \"llama.cpp beside it\": cmake, under 10 minutes on 2 cores) and run with "
                    "LLAMA_BENCH=/path/to/build/bin/llama-bench.")
 
 

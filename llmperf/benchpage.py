@@ -130,6 +130,9 @@ def decode_sentence(results: dict) -> str:
     if "llmperf fused" in by and "llmperf plain" in by:
         plain, fused = by["llmperf plain"]["ms_per_token"], by["llmperf fused"]["ms_per_token"]
         said.append(f"The fused step was {speed_change(plain, fused, 'the plain one')}.")
+    kernel = kernel_choice(results)
+    if kernel:
+        said.append(kernel)
     if "eager" in by and "CUDA Graph" in by:
         eager, graph = by["eager"]["ms_per_token"], by["CUDA Graph"]["ms_per_token"]
         said.append(f"Replayed from a CUDA Graph the step was {speed_change(eager, graph, 'eager')}.")
@@ -140,6 +143,20 @@ def decode_sentence(results: dict) -> str:
                     + ("near the memory roof." if best >= ROOF else
                        "below the memory roof, so something besides memory traffic set its pace."))
     return " ".join(said) or "These rows hold nothing to compare with one another."
+
+
+def kernel_choice(results: dict) -> str | None:
+    """Where the fused step's products ran in this run, from its saved measurement ("numpy_step_layouts": the
+    largest model's "kernel: ..." entry, `fast.tuning`), as a sentence; None if the run recorded none."""
+    measured = [m for name, m in (results.get("numpy_step_layouts") or {}).items() if name.startswith("kernel: ")
+                and set(m.get("step seconds", {})) == {"BLAS", "compiled"}]
+    if not measured:
+        return None
+    seconds = max(measured, key=lambda m: m["step seconds"]["BLAS"])["step seconds"]
+    blas, compiled = seconds["BLAS"] * 1e3, seconds["compiled"] * 1e3
+    where = "the loop Numba compiles (`llmperf.fast.kernel`)" if compiled < blas else "NumPy's BLAS"
+    return (f"The fused step's products ran in {where}, measured in whole steps on this machine: {compiled:.2f} ms "
+            f"a step compiled against {blas:.2f} ms in the BLAS.")
 
 
 # --- step anatomy ----------------------------------------------------------------------------------------------

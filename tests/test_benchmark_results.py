@@ -155,6 +155,15 @@ def test_decode_sentences_for_the_fused_step_the_graph_and_the_roof():
     assert "50 % of the probed bandwidth: below the memory roof" in text
     assert page.decode_sentence(decode(("llmperf plain", 40.0, {}))) == (
         "These rows hold nothing to compare with one another.")
+    layouts = {"kernel: wqkv 128x64": {"chosen": "BLAS", "step seconds": {"BLAS": 1e-4, "compiled": 2e-4}},
+               "kernel: wqkv 960x576": {"chosen": "compiled", "step seconds": {"BLAS": 0.021, "compiled": 0.019}},
+               "wqkv 960x576": {"chosen": "input-major", "step seconds": {"input-major": 0.02}}}
+    text = page.decode_sentence(decode(("llmperf fused", 20.0, {}), numpy_step_layouts=layouts))
+    assert "products ran in the loop Numba compiles (`llmperf.fast.kernel`), measured in whole steps on this " \
+           "machine: 19.00 ms a step compiled against 21.00 ms in the BLAS." in text
+    layouts["kernel: wqkv 960x576"]["step seconds"]["compiled"] = 0.022
+    assert "products ran in NumPy's BLAS" in page.decode_sentence(decode(numpy_step_layouts=layouts))
+    assert page.kernel_choice({"numpy_step_layouts": {"wqkv 960x576": {}}}) is None
     table = page.decode_table(decode(("llmperf fused", 20.0, {})))
     assert list(table.columns) == ["ms/token", "tokens/s"] and table["tokens/s"].iloc[0] == "50.0"
 
