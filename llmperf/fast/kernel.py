@@ -41,12 +41,15 @@ SmolLM2's smallest matrix (576 rows) gives every thread of a small machine sever
 
 
 def gemv(w: np.ndarray, x: np.ndarray, out: np.ndarray) -> None:
-    """out = w @ x, for w (rows, cols) float32 and C-contiguous, x (cols,), out (rows,): written in place."""
+    """out = w @ x, for w (rows, cols) float32 and C-contiguous, x (cols,),
+    out (rows,): written in place."""
     rows, cols = w.shape
-    for block in prange((rows + ROWS_PER_BLOCK - 1) // ROWS_PER_BLOCK):  # the blocks, shared among the threads
-        for r in range(block * ROWS_PER_BLOCK, min(rows, (block + 1) * ROWS_PER_BLOCK)):
+    blocks = (rows + ROWS_PER_BLOCK - 1) // ROWS_PER_BLOCK
+    for block in prange(blocks):  # the blocks, shared among the threads
+        first = block * ROWS_PER_BLOCK
+        for r in range(first, min(rows, first + ROWS_PER_BLOCK)):
             total = np.float32(0)
-            for c in range(cols):  # one pass over row r: vectorised by the compiler
+            for c in range(cols):  # one pass over row r, vectorised
                 total += w[r, c] * x[c]
             out[r] = total
 

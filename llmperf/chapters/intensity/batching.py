@@ -223,6 +223,7 @@ class Gap:
         return {
             "fused_text": claims.fused_result(self.plain_s, self.fused_s, plain_pct, fused_pct),
             "fused_products_text": claims.fused_products(self.products, self.why_not_compiled),
+            "rows_per_block": kernel.ROWS_PER_BLOCK,
             "tuned_text": claims.tuned_code(plain_pct, fused_pct, gf_pct),
             "gptfast_text": claims.gptfast_beside(gf_pct, plain_pct, self.device_type),
             "n_ops": self.n_ops, "smol_bf16_mb": self.weight_bytes_2_bytes / 1e6, "smol_h100_us": stream_s * 1e6,
