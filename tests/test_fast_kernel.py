@@ -55,6 +55,7 @@ def test_the_loop_itself_is_the_kernel():
     assert within_rounding(outs, w, xs)
 
 
+@needs_numba
 @pytest.mark.parametrize("bad, said", [(np.ones((4, 3)), "float64"), (np.ones((3, 4), np.float32).T, "C-contiguous"),
                                        (np.ones(4, np.float32), "2-D")])
 def test_a_matrix_the_kernel_cannot_read_is_refused_clearly(bad, said):
@@ -101,7 +102,6 @@ def test_without_numba_the_step_keeps_the_blas_and_says_why(tiny, monkeypatch):
     assert "Numba is not installed" in kernel.why_not() and "Numba is not installed" in tuning.report()
 
 
-
 @needs_numba
 def test_a_batch_step_on_the_kernel_gives_the_plain_models_logits(tiny, monkeypatch):
     monkeypatch.setattr(tuning, "time_in_step", faster(tuning.COMPILED, []))
@@ -146,3 +146,9 @@ def test_the_banner_says_where_the_decode_products_run(tiny, monkeypatch):
         in fast.products_said()
     assert "its decode products compiled" in resolve(fast, max_model_len=64).banner()
     assert resolve(tiny, max_model_len=64).decode_products == "PyTorch's"
+
+
+def test_without_numba_a_compiled_matrix_is_refused_with_the_reason(monkeypatch):
+    monkeypatch.setattr(kernel, "_compiled", lambda: "Numba is not installed (pip install numba); ...")
+    with pytest.raises(RuntimeError, match="Numba is not installed"):
+        kernel.CompiledMatrix(np.ones((2, 2), np.float32))

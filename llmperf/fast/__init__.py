@@ -33,7 +33,7 @@ things keep the plain model in model.py well above that.
    bytes, read by every thread instead of one. `tuning` measures which wins.
 5. A library's gemv is not the roof either: tuned for every shape on every processor, it leaves some shapes
    off its fast path on a given host, and the layouts above choose only among what it offers. `kernel` holds
-   the product as a ten-line loop that Numba compiles (each thread streams its own rows of W once), and
+   the product as a short loop that Numba compiles (each thread streams its own rows of W once), and
    `choices.measured_kernel` times whole steps with the step's products all in it and all in the BLAS, in
    turns, and keeps the faster on this host. All or none: the compiled loop runs on Numba's threads, and two
    pools of threads in one step fight over the cores. Without Numba the BLAS stays, and `tuning.report` says

@@ -17,8 +17,8 @@ here treats every shape alike. Whether it wins is measured in the step on the re
 
 Numba is optional. Without it (or where it cannot compile), `why_not` says why, and the step keeps NumPy's BLAS.
 The kernel runs on Numba's own threads, not OpenBLAS's: the two pools would fight over the cores if a step used
-both (the threads of one wait, spinning, while the other's work), so a step runs either all its products here or
-all of them in the BLAS (`CompiledMatrix` for the former).
+both (one pool's threads spin, waiting for work, while the other's compute), so a step runs either all its
+products here or all of them in the BLAS (`CompiledMatrix` for the former).
 """
 
 from __future__ import annotations
@@ -120,6 +120,8 @@ class CompiledMatrix:
     __array_ufunc__ = None
 
     def __init__(self, weight: np.ndarray):
+        if why_not() is not None:
+            raise RuntimeError(why_not())
         if weight.dtype != np.float32 or weight.ndim != 2 or not weight.flags.c_contiguous:
             raise ValueError(f"The compiled kernel reads a C-contiguous 2-D float32 matrix, not {weight.dtype} "
                              f"{weight.shape} (C-contiguous: {weight.flags.c_contiguous}).")

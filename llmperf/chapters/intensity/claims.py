@@ -106,7 +106,7 @@ def fused_products(where: str, why_not: str | None = None) -> str:
     """Where the fused model's one-token products ran on this machine (`where`: "compiled", "BLAS", or "none": no
     NumPy step here, a GPU or a 2-byte dtype), as the clause after "as NumPy code:"; `why_not`: why the compiled
     loop could not run, if it could not."""
-    compiled = ("a matrix–vector loop of ten lines that Numba compiles (`llmperf.fast.kernel`), each thread "
+    compiled = ("a short matrix–vector loop that Numba compiles (`llmperf.fast.kernel`), each thread "
                 "streaming its own rows of the weights once")
     blas = "NumPy's BLAS, whose matrix–vector routine spreads over all cores, on weights laid out for it"
     if where == "compiled":
