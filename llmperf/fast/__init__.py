@@ -84,8 +84,8 @@ The package's modules: `fused` (the fused layers, `FusedTransformer`, `fuse`),
 `numpy_step` (`NumpyDecodeStep`), `blas` (what OpenBLAS does with a gemv),
 `packing` (weights packed once for products of several rows), `kernel` (the
 compiled product), `choices` (the thread count, the layouts, the kernel and the
-packing, each measured in the step on this host) and `tuning` (the candidates, the timing in turns, and the file that saves
-each choice per host).
+packing, each measured in the step on this host) and `tuning` (the candidates,
+the timing in turns, and the file that saves each choice per host).
 """
 
 from __future__ import annotations

@@ -61,12 +61,9 @@ def matrices(model: Transformer) -> dict[str, tuple[int, int, bool]]:
             "head": (cfg.vocab_size, cfg.d_model, False)}
 
 
-def step_array(name: str, weight: torch.Tensor, padded: torch.Tensor | None, compiled: bool = False):
-    """What the step multiplies, as `NumpyDecodeStep.set_matrix` takes it: the weight for the compiled kernel
-    (`kernel.CompiledMatrix`, `compiled`), else a NumPy view, (in, out) for the `h @ W` products (wqkv, w13,
-    head), (out, in) or padded (rows, in) for the `W @ h` ones (wo, w2)."""
-    if compiled:
-        return kernel.CompiledMatrix(weight.detach().numpy())
+def step_array(name: str, weight: torch.Tensor, padded: torch.Tensor | None):
+    """The NumPy view the step multiplies: (in, out) for the `h @ W` products (wqkv, w13, head), (out, in) or
+    padded (rows, in) for the `W @ h` ones (wo, w2), as `NumpyDecodeStep.set_matrix` takes them."""
     array = (padded if padded is not None else weight).detach().numpy()
     return array.T if name in ("wqkv", "w13", "head") else array
 
@@ -110,10 +107,9 @@ def measured_kernel(model: Transformer, build_step, layouts: dict[str, str]) -> 
         return "BLAS"
     chosen = tuning.saved_choice(tuning.KERNEL, shapes)
     if chosen is None:
-        step = build_step(model, layouts)
+        step, compiled = build_step(model, layouts), build_step(model, dict.fromkeys(layouts, tuning.COMPILED))
         options = {"BLAS": (False, {name: step.matrix(name) for name in MATRICES}),  # as `layouts` stored them
-                   tuning.COMPILED: (True, {name: [step_array(name, w, None, compiled=True) for w in ws]
-                                            for name, ws in sources(model).items()})}
+                   tuning.COMPILED: (True, {name: compiled.matrix(name) for name in MATRICES})}  # as they are
 
         def put_in_step(option):
             step.compiled, arrays = option  # compiled: the step sets the kernel's threads

@@ -87,8 +87,9 @@ class FusedTransformer(Transformer):
     (a skeleton that allocates nothing), whose parts are then replaced: the
     embedding, norms and rotary tables by `model`'s own, wo, w2 and the LM head by
     `model`'s or by copies laid out for NumPy as `layouts` says (by default, as
-    `choices.measured_layouts` finds fastest here; every weight as it is where the compiled kernel
-    won, `choices.measured_kernel`), and attention and the MLP by their fused forms. Transformer.forward runs everything but the NumPy step.
+    `choices.measured_layouts` finds fastest here; every weight as it is where the compiled
+    kernel won, `choices.measured_kernel`), and attention and the MLP by their fused forms.
+    Transformer.forward runs everything but the NumPy step.
     """
 
     def __init__(self, model: Transformer, layouts: dict[str, str] | None = None):

@@ -81,7 +81,8 @@ def _compiled():
         kernels["gemm_rows"](w, np.ones((2, 3), np.float32), np.empty((2, 2), np.float32))
         return kernels
     except Exception as error:  # LLVM or the threading layer failed on this machine: say so, keep the BLAS
-        return f"Numba could not compile the kernel here ({type(error).__name__}: {error}); the step keeps NumPy's BLAS."
+        return (f"Numba could not compile the kernel here ({type(error).__name__}: {error}); the step keeps "
+                "NumPy's BLAS.")
 
 
 def why_not() -> str | None:

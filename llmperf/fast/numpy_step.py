@@ -183,10 +183,11 @@ class NumpyDecodeStep:
 
         The same arithmetic as `__call__`, on all B rows at once, except for the products: each is one
         (B, in) × (in, out) matrix product, which reads each weight once for all rows: in the compiled kernel for
-        a few rows where it measured faster here, else handed to the fused model's PyTorch layer (`product`), from its packed copy if the model was packed (`FusedTransformer.pack`),
-        else with PyTorch's own product (`choices.measured_products` chooses, on this host). NumPy's own product
-        (OpenBLAS's gemm) would pack every weight anew at every call and has no packed copy to read. Attention
-        reads each row's own keys, up to its own position (`attend_rows`), all rows in one batched product."""
+        a few rows where it measured faster here, else handed to the fused model's PyTorch layer (`product`),
+        from its packed copy if the model was packed (`FusedTransformer.pack`), else with PyTorch's own product
+        (`choices.measured_products` chooses, on this host). NumPy's own product (OpenBLAS's gemm) would pack
+        every weight anew at every call and has no packed copy to read. Attention reads each row's own keys, up
+        to its own position (`attend_rows`), all rows in one batched product."""
         cfg = self.cfg
         H, Hkv, hd = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
         kv = cache.numpy_layers()  # the cache's reads and writes on its own memory
