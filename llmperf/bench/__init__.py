@@ -30,7 +30,8 @@ each number means, and its name in other tools), `watch` (llmperf.serve's count 
 `cli` (the command).
 """
 
-from .cli import load_prompts, main, write_csv  # noqa: F401
+from .cli import main  # noqa: F401
+from .files import load_prompts, write_csv  # noqa: F401
 from .client import api_base, discover_model, send  # noqa: F401
 from .load import achieved_rate, arrival_gaps, run, synthetic_prompts, warm_up  # noqa: F401
 from .scrape import ServerView, scrape_metrics  # noqa: F401
