@@ -6,7 +6,8 @@ value at all, NaN, huge integers and lone surrogates included. An oracle written
 body are wrong. Then each body sent to a running server must be either
 
 - valid (no field wrong): served, 200, with the tokens it asked for; or
-- invalid: refused with a 4xx whose `param` is one of the fields the oracle found wrong.
+- invalid: refused with a 4xx whose `param` is one of the fields the oracle found wrong, and whose message
+  starts with that field's name (clients often show only the message).
 
 Nothing else passes: a server that refused too much, or too little, or refused for the wrong field, or
 answered anything with a 500, fails, so a blanket catch-all cannot pass.
@@ -230,7 +231,9 @@ def served_or_refused(client, tokenizer, body: dict, chat: bool) -> None:
                     headers={"content-type": "application/json"})
     if wrong:
         assert 400 <= r.status_code < 500, (body, wrong, r.status_code, r.text)
-        assert r.json()["error"]["param"] in wrong, (body, wrong, r.text)
+        error = r.json()["error"]
+        assert error["param"] in wrong, (body, wrong, r.text)
+        assert error["message"].startswith(tuple(f"{error['param']}{c}" for c in ":[.")), (body, r.text)
         return
     assert r.status_code == 200, (body, r.text)
     if body.get("stream"):

@@ -76,7 +76,8 @@ def test_one_message_from_generate_the_engine_and_the_server(three, prompt, max_
     assert r.status_code == 400, r.text
     error = r.json()["error"]
     assert words in by_generate.args[0], by_generate
-    assert by_generate.args[0] == by_engine.args[0] == error["message"]
+    assert by_generate.args[0] == by_engine.args[0]  # the words, as `generate` and the engine raise them
+    assert error["message"] == f"{param}: {by_generate.args[0]}"  # the server names the field first
     assert by_generate.param == by_engine.param == error["param"] == param
     assert engine.idle
 
@@ -91,3 +92,20 @@ def test_the_same_rows_are_served_once_mended(three):
     r = httpx.post(f"{url}/v1/completions", json={"model": NAME, "ignore_eos": True, **mended})
     assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 3
     assert request.tokens == out
+
+
+LENGTHS = ["16", 4.5, -1, 0, True, [4], 10_000]  # a string, a fraction, too few, a bool, a list, too many
+
+
+@pytest.mark.parametrize("spelling", ["max_tokens", "max_completion_tokens"])
+@pytest.mark.parametrize("chat", [False, True], ids=["completions", "chat"])
+@pytest.mark.parametrize("value", LENGTHS, ids=repr)
+def test_a_bad_length_is_refused_by_the_name_the_client_sent(three, spelling, chat, value):
+    """Clients often show only the message: it starts with the field as the client spelled it, then explains."""
+    _, _, url = three
+    prompt = {"messages": [{"role": "user", "content": "Hi"}]} if chat else {"prompt": [1, 2]}
+    r = httpx.post(f"{url}/v1/{'chat/' if chat else ''}completions", json={"model": NAME, spelling: value, **prompt})
+    assert r.status_code == 400, r.text
+    error = r.json()["error"]
+    assert error["param"] == spelling and error["message"].startswith(f"{spelling}: The "), error
+    assert "new tokens" in error["message"], error

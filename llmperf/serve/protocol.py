@@ -43,15 +43,27 @@ SUPPORTED = ("model", "prompt", "messages", "max_tokens", "max_completion_tokens
 
 
 class APIError(Exception):
-    """An error answered to the client as OpenAI does: an HTTP status and {"error": {...}} (`body`)."""
+    """An error answered to the client as OpenAI does: an HTTP status and {"error": {...}} (`body`).
+
+    Invariant: a message with a `param` starts with it, as the client spelled the field ("max_completion_tokens:
+    ..."), since many clients show only the message. One that does not is given the prefix "param: " here; the
+    messages below are written to read on from it, and `messages[2].content` already starts with "messages".
+    """
 
     def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None,
                  kind: str = "invalid_request_error"):
+        if param is not None and not message.startswith((f"{param}:", f"{param}[", f"{param}.")):
+            message = f"{param}: {message}"
         super().__init__(message)
         self.status, self.message, self.param, self.code, self.kind = status, message, param, code, kind
 
     def body(self) -> dict:
         return {"error": {"message": self.message, "type": self.kind, "param": self.param, "code": self.code}}
+
+
+def refused(e: request_checks.InvalidParameter) -> APIError:
+    """The shared validator's refusal as the client's 400: its explanation, after the field it names."""
+    return APIError(400, str(e), param=e.param)
 
 
 @dataclass(frozen=True)
@@ -83,7 +95,7 @@ def loads(raw: bytes) -> dict:
         raise APIError(400, "The request body must be a JSON object.")
     for name, value in body.items():
         if _depth(value) > MAX_DEPTH:
-            raise APIError(400, f"'{name}' nests values more than {MAX_DEPTH} deep; no field needs that.", param=name)
+            raise APIError(400, f"nests values more than {MAX_DEPTH} deep; no field needs that.", param=name)
     return body
 
 
@@ -108,7 +120,7 @@ def _field(body: dict, name: str, kinds: tuple, default=None):
     if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
         names = " or ".join({int: "an integer", float: "a number", str: "a string", bool: "true or false",
                              list: "a list", dict: "an object"}[k] for k in kinds)
-        raise APIError(400, f"'{name}' must be {names}, got {request_checks.shown(value)}.", param=name)
+        raise APIError(400, f"must be {names}, got {request_checks.shown(value)}.", param=name)
     return value
 
 
@@ -123,7 +135,7 @@ def _text(name: str, value: str) -> str:
     try:
         request_checks.check_text(value, name)
     except request_checks.InvalidParameter as e:
-        raise APIError(400, str(e), param=name) from None
+        raise refused(e) from None
     return value
 
 
@@ -131,15 +143,15 @@ def _messages(body: dict) -> list[dict]:
     """The chat's messages as the template takes them: [{"role", "content": str}], roles mapped."""
     messages = _field(body, "messages", (list,))
     if not messages:
-        raise APIError(400, "Missing required field 'messages': a non-empty list of {\"role\", \"content\"}.",
+        raise APIError(400, "missing, or empty: a chat needs a non-empty list of {\"role\", \"content\"}.",
                        param="messages")
     out = []
     for i, m in enumerate(messages):
         where = f"messages[{i}]"
         if not isinstance(m, dict) or not isinstance(m.get("role"), str):
-            raise APIError(400, f"{where} must be an object with a 'role' and a 'content'.", param="messages")
+            raise APIError(400, f"{where}: must be an object with a 'role' and a 'content'.", param="messages")
         if m["role"] not in ROLES:
-            raise APIError(400, f"{where} has the role {request_checks.shown(m['role'])}; this server takes "
+            raise APIError(400, f"{where}: has the role {request_checks.shown(m['role'])}; this server takes "
                            f"{', '.join(ROLES)} (no tools).", param="messages")
         content = m.get("content")
         if content is None and m["role"] == "assistant":
@@ -147,12 +159,12 @@ def _messages(body: dict) -> list[dict]:
         if isinstance(content, list):  # parts, as the official client's typed messages send them
             if not all(isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)
                        for p in content):
-                raise APIError(400, f"{where}.content must be a string or a list of "
+                raise APIError(400, f"{where}.content: must be a string or a list of "
                                "{\"type\": \"text\", \"text\": str} parts: this model reads text only.",
                                param="messages")
             content = "\n".join(p["text"] for p in content)
         if not isinstance(content, str):
-            raise APIError(400, f"{where}.content must be a string or a list of text parts, got "
+            raise APIError(400, f"{where}.content: must be a string or a list of text parts, got "
                            f"{request_checks.shown(content)}.", param="messages")
         out.append({"role": ROLES[m["role"]], "content": _text("messages", content)})
     return out
@@ -164,13 +176,13 @@ def parse(body: dict, chat: bool, tokenizer, model_name: str, capacity: int, voc
     the event loop."""
     model = _field(body, "model", (str,))
     if model is None:
-        raise APIError(400, "Missing required field 'model'.", param="model")
+        raise APIError(400, "missing: name the model to ask (GET /v1/models lists it).", param="model")
     if model != model_name:
-        raise APIError(404, f"The model {request_checks.shown(model)} does not exist; this server serves '{model_name}'.",
-                       param="model", code="model_not_found")
+        raise APIError(404, f"the model {request_checks.shown(model)} does not exist; this server serves "
+                       f"'{model_name}'.", param="model", code="model_not_found")
     for name, default in DEFAULT_ONLY.items():
         if body.get(name) is not None and not _same(body[name], default):
-            raise APIError(400, f"'{name}' is not supported by this server: leave it out, or send "
+            raise APIError(400, f"not supported by this server: leave it out, or send "
                            f"{json.dumps(default)}.", param=name)
     if chat:
         prompt_param = "messages"
@@ -179,17 +191,18 @@ def parse(body: dict, chat: bool, tokenizer, model_name: str, capacity: int, voc
         prompt_param = "prompt"
         prompt = _field(body, "prompt", (str, list))
         if prompt is None:
-            raise APIError(400, "Missing required field 'prompt'.", param="prompt")
+            raise APIError(400, "missing: a completion needs a prompt, as text or as a list of token ids.",
+                           param="prompt")
         if isinstance(prompt, str):
             prompt_ids = tokenizer.encode(_text("prompt", prompt))
         elif any(isinstance(t, list) for t in prompt):
-            raise APIError(400, "'prompt' must be a string or one list of token ids; send several prompts as "
+            raise APIError(400, "must be a string or one list of token ids; send several prompts as "
                            "separate requests.", param="prompt")
         else:
             try:
                 prompt_ids = request_checks.token_ids(prompt)
             except request_checks.InvalidParameter as e:
-                raise APIError(400, str(e), param=e.param) from None
+                raise refused(e) from None
     length_param = "max_completion_tokens" if body.get("max_completion_tokens") is not None else "max_tokens"
     max_tokens = body.get(length_param)
     if max_tokens is None:
@@ -206,18 +219,18 @@ def parse(body: dict, chat: bool, tokenizer, model_name: str, capacity: int, voc
             top_p=1.0 if top_p is None else top_p, seed=body.get("seed"), context=capacity, vocab_size=vocab_size,
             prompt_param=prompt_param, length_param=length_param)
     except request_checks.InvalidParameter as e:
-        raise APIError(400, str(e), param=e.param) from None
+        raise refused(e) from None
     stop = _field(body, "stop", (str, list), [])
     stops = [stop] if isinstance(stop, str) else stop
     if len(stops) > MAX_STOPS or not all(isinstance(s, str) and s for s in stops):
-        raise APIError(400, f"'stop' must be a non-empty string or a list of at most {MAX_STOPS} of them.",
+        raise APIError(400, f"must be a non-empty string or a list of at most {MAX_STOPS} of them.",
                        param="stop")
     for s in stops:
         _text("stop", s)
     stream = _field(body, "stream", (bool,), False)
     include_usage = _field(body, "stream_options", (dict,), {}).get("include_usage")
     if include_usage is not None and not isinstance(include_usage, bool):
-        raise APIError(400, "'stream_options.include_usage' must be true or false.", param="stream_options")
+        raise APIError(400, "stream_options.include_usage: must be true or false.", param="stream_options")
     ignore_eos = _field(body, "ignore_eos", (bool,), False)
     return Parsed(list(prompt_ids), max_tokens, temperature, top_k, top_p, seed,
                   () if ignore_eos else (tokenizer.eos_id,), tuple(stops), stream, bool(include_usage), chat)

@@ -33,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from .. import request_checks
 from ..engine import Engine, Request
-from .protocol import APIError
+from .protocol import APIError, refused
 
 log = logging.getLogger("llmperf.serve")
 
@@ -85,7 +85,7 @@ class EngineThread:
             with self._queues_lock:
                 self.queues.pop(request.id, None)
             if isinstance(e, request_checks.InvalidParameter):
-                raise APIError(400, str(e), param=e.param) from None
+                raise refused(e) from None
             raise
         self._work.set()
         if self.dead:  # the thread ended meanwhile: if its last sweep missed this request, refuse it here
