@@ -21,8 +21,10 @@ separately, the number of tokens (from the server's `usage`): TPOT then divides
 by the true n, while the inter-token gaps are gaps between chunks, which equal
 the gaps between tokens only when every chunk carries one token.
 
-A whole run (`summarize`) adds, with `dur` from the first request sent to the
-last token received:
+A whole run (`summarize`) adds, with `dur` the run's wall time, from the first
+request sent to the last one ended, successful or not (as vLLM's benchmark
+divides by its run's wall time: a run whose requests stall or fail must not
+look fast):
 
 - request throughput = completed requests / dur; output token throughput =
   Σ output tokens / dur; total token throughput = Σ (input + output) / dur;
@@ -32,7 +34,7 @@ last token received:
   nearest values (NumPy's default, vLLM's benchmark), "nearest_rank" takes the
   smallest value with at least q % of the values at or below it (MLPerf); how
   far a percentile would move in a repeated run, by resampling the run
-  (`bootstrap_percentiles`);
+  (`bootstrap_percentiles`), all in `llmperf.percentiles`;
 - TTFT, TPOT and E2E statistics are per request (each request counts once); ITL
   statistics pool every gap of every request (each token counts once), so a
   long answer weighs more in ITL than in TPOT;
@@ -40,8 +42,9 @@ last token received:
   timestamps, against arrival rate × mean latency (`littles_law`), or as a
   server reported it when polled (`littles_law_polled`).
 
-Requests that failed or returned no tokens are left out of every latency and
-throughput figure and counted separately.
+Requests that failed or returned no tokens are left out of every latency
+statistic and of the throughputs' numerators (they count in `dur`), and are
+counted by kind of failure (`RequestRecord.kind`).
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-import numpy as np
+from .percentiles import PERCENTILE_METHODS, Stats, bootstrap_percentiles, percentile, stats  # noqa: F401
 
 
 @dataclass(frozen=True)
@@ -114,7 +117,9 @@ class RequestRecord:
 
     `sent`: when the request left the client; `token_times`: arrival of each streamed chunk that carried text;
     `input_tokens` and `output_tokens`: the server's `usage` (None when it sent none: then one token per chunk is
-    assumed); `error`: why the request failed (a status code, a timeout, a dropped connection), or None;
+    assumed); `error`: why the request failed, "kind: detail" ("HTTP 502: ...", "timeout: ..."), or None;
+    `ended`: when the client was done with it, answered, failed or given up on (None: at its last chunk, or
+    at `sent` if none came; records written before it was kept);
     `queued`: how long it waited in the client for a free slot under a concurrency cap, between its arrival and
     `sent` (vLLM reports this apart, and, as here, leaves it out of TTFT and E2E); `turn`: its place in a
     multi-turn conversation (1, 2, ...), 0 for a request on its own.
@@ -127,6 +132,7 @@ class RequestRecord:
     error: str | None = None
     queued: float = 0.0
     turn: int = 0
+    ended: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -135,67 +141,31 @@ class RequestRecord:
                 and (self.output_tokens is None or self.output_tokens > 0))
 
     @property
+    def end(self) -> float:
+        """When the client was done with this request (`ended`, else its last chunk's arrival, else `sent`)."""
+        if self.ended is not None:
+            return self.ended
+        return self.token_times[-1] if len(self.token_times) else self.sent
+
+    @property
+    def kind(self) -> str | None:
+        """What kind of failure this was: `error` up to its first colon ("HTTP 502", "timeout"), "no tokens" for
+        an answer without any, None for an `ok` request."""
+        if self.ok:
+            return None
+        return self.error.split(":", 1)[0].strip() if self.error else "no tokens"
+
+    @property
     def times(self) -> RequestTimes:
         """This request's latencies (only for an `ok` request)."""
         return RequestTimes(self.sent, self.token_times, self.output_tokens)
 
 
-PERCENTILE_METHODS = {"linear": "linear", "nearest_rank": "inverted_cdf"}  # our name -> numpy's
-
-
-def percentile(values: Sequence[float], q: float, method: str = "linear") -> float:
-    """The q-th percentile (0-100) of `values`: "linear" interpolates (NumPy's default, vLLM), "nearest_rank"
-    is the smallest value with at least q % of the values at or below it (MLPerf)."""
-    if method not in PERCENTILE_METHODS:
-        raise ValueError(f"Unknown percentile method {method!r}; choose from {list(PERCENTILE_METHODS)}.")
-    if not 0 <= q <= 100:
-        raise ValueError(f"A percentile is between 0 and 100, got {q}.")
-    if len(values) == 0:
-        raise ValueError("No values to take a percentile of.")
-    return float(np.percentile(np.asarray(values, dtype=float), q, method=PERCENTILE_METHODS[method]))
-
-
-def bootstrap_percentiles(values: Sequence[float], qs: Sequence[float] = (50, 99), resamples: int = 2000,
-                          coverage: float = 90, seed: int = 0) -> dict[float, tuple[float, float]]:
-    """How far each q-th percentile (interpolated) of `values` would move if the run were repeated: draw
-    `resamples` reruns of it by resampling its values with replacement (seeded), take the percentile of each,
-    and return, per q, the (low, high) range holding the middle `coverage` % of them."""
-    if len(values) == 0:
-        raise ValueError("No values to resample.")
-    if not 0 < coverage < 100:
-        raise ValueError(f"coverage is a share of the reruns between 0 and 100 %, got {coverage}.")
-    rng = np.random.default_rng(seed)
-    reruns = rng.choice(np.asarray(values, dtype=float), size=(resamples, len(values)))  # one rerun per row
-    tail = (100 - coverage) / 2
-    ranges = {}
-    for q in qs:
-        low, high = np.percentile(np.percentile(reruns, q, axis=1), [tail, 100 - tail])
-        ranges[q] = (float(low), float(high))
-    return ranges
-
-
-@dataclass(frozen=True)
-class Stats:
-    """Mean, median, p90 and p99 of one metric (seconds), and how many values they summarise."""
-
-    mean: float
-    median: float
-    p90: float
-    p99: float
-    count: int
-
-
-def stats(values: Sequence[float], method: str = "linear") -> Stats | None:
-    """The summary statistics of `values`, or None when there are none (e.g. TPOT when every answer was one
-    token long)."""
-    if len(values) == 0:
-        return None
-    return Stats(float(np.mean(values)), *(percentile(values, q, method) for q in (50, 90, 99)), len(values))
-
-
 @dataclass(frozen=True)
 class RunSummary:
-    """What a benchmark run measured (seconds, and per second of `duration`)."""
+    """What a benchmark run measured (seconds, and per second of `duration`, the run's wall time). The latency
+    statistics (`ttft` ... `e2e`) cover the `completed` requests only; `errors` counts the others by kind
+    (`RequestRecord.kind`), and `error_examples` gives the first error recorded of each kind, whole."""
 
     completed: int
     failed: int
@@ -210,6 +180,7 @@ class RunSummary:
     goodput: float | None = None
     errors: dict[str, int] = field(default_factory=dict)
     method: str = "linear"
+    error_examples: dict[str, str] = field(default_factory=dict)
 
 
 def summarize(records: Sequence[RequestRecord], objectives: Mapping[str, float] | None = None,
@@ -224,16 +195,14 @@ def summarize(records: Sequence[RequestRecord], objectives: Mapping[str, float] 
     if not records:
         raise ValueError("The run holds no requests: there is nothing to summarise. Send some requests first.")
     done = [r for r in records if r.ok]
+    errors, examples = failures(records)
     if not done:
-        raise ValueError(f"None of the {len(records)} requests completed with a token, so no latency or "
-                         "throughput can be given. Look at their errors (RequestRecord.error).")
-    errors: dict[str, int] = {}
-    for r in records:
-        if not r.ok:
-            reason = r.error or "no tokens"
-            errors[reason] = errors.get(reason, 0) + 1
+        counted = ", ".join(f"{kind} {n}" for kind, n in errors.items())
+        raise ValueError(f"None of the {len(records)} requests completed with a token ({counted}), so no latency "
+                         "or throughput can be given. The first of the commonest kind: "
+                         f"{next(iter(examples.values()))}")
     times = [r.times for r in done]
-    duration = max(t.token_times[-1] for t in times) - min(r.sent for r in records)
+    duration = max(r.end for r in records) - min(r.sent for r in records)
     if duration <= 0:
         raise ValueError("The run took no time by its timestamps; they must come from one clock.")
     tpots = [t.tpot for t in times if t.tpot is not None]
@@ -248,7 +217,20 @@ def summarize(records: Sequence[RequestRecord], objectives: Mapping[str, float] 
         total_throughput=(output + sum(r.input_tokens for r in done)) / duration,
         ttft=stats([t.ttft for t in times], method), tpot=stats(tpots, method),
         itl=stats([gap for t in times for gap in t.itl], method), e2e=stats([t.e2e for t in times], method),
-        goodput=goodput, errors=errors, method=method)
+        goodput=goodput, errors=errors, method=method, error_examples=examples)
+
+
+def failures(records: Sequence[RequestRecord]) -> tuple[dict[str, int], dict[str, str]]:
+    """The failed requests counted by kind (`RequestRecord.kind`), most common first, and the first reason
+    recorded for each kind."""
+    counts: dict[str, int] = {}
+    examples: dict[str, str] = {}
+    for r in records:
+        if r.kind is not None:
+            counts[r.kind] = counts.get(r.kind, 0) + 1
+            examples.setdefault(r.kind, r.error or "no tokens: the server answered, but with no text")
+    order = sorted(counts, key=lambda k: -counts[k])
+    return {k: counts[k] for k in order}, {k: examples[k] for k in order}
 
 
 def _meets(t: RequestTimes, metric: str, limit: float) -> bool:

@@ -12,6 +12,10 @@ chunk was handed to the server to send, on time.perf_counter(), which on Linux i
 (CLOCK_MONOTONIC): GET /truth returns them, keyed by the request's prompt. A load generator's measurements can
 then be checked against what the server really did. It runs in a process of its own, so that the client under
 test does not share its interpreter.
+
+With `--hostile`, a request whose prompt is the name of one of `MISBEHAVIOURS` gets that misbehaviour instead of
+an answer (tests/test_bench_hostile.py); every other prompt is served as above. Each misbehaviour gives up when
+its client goes away, or after `HOSTILE_FOR` seconds.
 """
 
 from __future__ import annotations
@@ -33,13 +37,106 @@ from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 
 
-def create_app(ttft: float, gap: float, capacity: int | None = None) -> Starlette:
+HOSTILE_FOR = 30.0  # seconds a misbehaviour goes on at most: longer than any test's timeout
+MISBEHAVIOURS = {
+    "drop": "a token, then the connection closes mid-stream",
+    "malformed": "a token, then an event that is not JSON",
+    "error500": "HTTP 500 with an OpenAI-shaped JSON error",
+    "html502": "HTTP 502 with an HTML page, as a proxy sends it",
+    "stall": "no byte at all, not even the status line",
+    "headers": "status line and headers of a stream, then no byte of its body",
+    "trickle": "a stream that never ends: an SSE comment line every 0.1 s, so no read ever times out",
+    "nodone": "a whole answer and its usage, then the end of the body without 'data: [DONE]'",
+    "json": "HTTP 200 with Content-Type application/json: a whole non-streamed completion",
+    "huge": "HTTP 503 with a 64 MiB body",
+}
+
+
+class Misbehaving:
+    """An ASGI response that misbehaves as `MISBEHAVIOURS[mode]` says, for as long as its client stays."""
+
+    def __init__(self, mode: str):
+        self.mode = mode
+
+    async def __call__(self, scope, receive, send) -> None:
+        gone = asyncio.Event()
+
+        async def watch() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            gone.set()
+
+        watcher = asyncio.ensure_future(watch())
+        try:
+            await self.misbehave(send, gone)
+        finally:
+            watcher.cancel()
+
+    async def misbehave(self, send, gone: asyncio.Event) -> None:
+        mode, token = self.mode, b'data: {"choices": [{"index": 0, "text": "x", "finish_reason": null}]}\n\n'
+
+        async def start(status: int, kind: bytes) -> None:
+            await send({"type": "http.response.start", "status": status, "headers": [(b"content-type", kind)]})
+
+        async def body(data: bytes, more: bool = True) -> None:
+            await send({"type": "http.response.body", "body": data, "more_body": more})
+
+        async def linger(seconds: float = HOSTILE_FOR) -> None:
+            try:
+                await asyncio.wait_for(gone.wait(), seconds)
+            except asyncio.TimeoutError:
+                pass
+
+        sse = b"text/event-stream"
+        if mode == "error500":
+            await start(500, b"application/json")
+            await body(b'{"error": {"message": "The stub failed on purpose.", "type": "server_error"}}', False)
+        elif mode == "html502":
+            await start(502, b"text/html")
+            await body(b"<html>\n<head><title>502 Bad Gateway</title></head>\n<body>Bad Gateway</body>\n</html>\n",
+                       False)
+        elif mode == "huge":
+            await start(503, b"text/plain")
+            for _ in range(1024):
+                if gone.is_set():
+                    return
+                await body(b"overloaded " * 6000)
+            await body(b"", False)
+        elif mode == "json":
+            await start(200, b"application/json")
+            await body(b'{"choices": [{"index": 0, "text": "xx", "finish_reason": "length"}]}', False)
+        elif mode in ("drop", "malformed", "nodone"):
+            await start(200, sse)
+            await body(token)
+            if mode == "malformed":
+                await body(b"data: {\"choices\": [{\"text\": \n\n", False)
+            elif mode == "nodone":
+                usage = b'{"prompt_tokens": 1, "completion_tokens": 1}'
+                await body(b'data: {"choices": [], "usage": ' + usage + b'}\n\n', False)
+            # drop: return with the body unfinished; uvicorn closes the connection mid-stream
+        elif mode == "stall":
+            await linger()
+        elif mode == "headers":
+            await start(200, sse)
+            await linger()
+        elif mode == "trickle":
+            await start(200, sse)
+            for _ in range(int(HOSTILE_FOR / 0.1)):
+                if gone.is_set():
+                    return
+                await body(b": still here\n")
+                await asyncio.sleep(0.1)
+
+
+def create_app(ttft: float, gap: float, capacity: int | None = None, hostile: bool = False) -> Starlette:
     truth: dict[str, dict] = {}
     slots = asyncio.Semaphore(capacity) if capacity else None
 
     async def completions(request: Request):
         arrived = request.scope.get("arrived", time.perf_counter())
         body = await request.json()
+        if hostile and isinstance(body.get("prompt"), str) and body["prompt"] in MISBEHAVIOURS:
+            return Misbehaving(body["prompt"])
         n, key = int(body["max_tokens"]), json.dumps(body["prompt"])
 
         async def stream():
@@ -89,9 +186,10 @@ def protocol():
 
 
 @contextmanager
-def started(port: int, ttft: float, gap: float, capacity: int | None = None):
+def started(port: int, ttft: float, gap: float, capacity: int | None = None, hostile: bool = False):
     """The stub in a process of its own on 127.0.0.1:`port` for the length of a `with` block; yields its URL."""
     command = [sys.executable, __file__, "--port", str(port), "--ttft", str(ttft), "--gap", str(gap)]
+    command += ["--hostile"] if hostile else []
     proc = subprocess.Popen(command + (["--capacity", str(capacity)] if capacity else []), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}"
@@ -116,6 +214,8 @@ if __name__ == "__main__":
     p.add_argument("--ttft", type=float, default=0.2)
     p.add_argument("--gap", type=float, default=0.02)
     p.add_argument("--capacity", type=int, default=None, help="requests served at once (default: any number)")
+    p.add_argument("--hostile", action="store_true", help="a prompt naming a misbehaviour gets it: "
+                   + "; ".join(f"{k}: {v}" for k, v in MISBEHAVIOURS.items()))
     args = p.parse_args()
-    uvicorn.run(create_app(args.ttft, args.gap, args.capacity), host="127.0.0.1", port=args.port, log_level="warning",
-                http=protocol())
+    uvicorn.run(create_app(args.ttft, args.gap, args.capacity, args.hostile), host="127.0.0.1", port=args.port,
+                log_level="warning" if not args.hostile else "critical", http=protocol())

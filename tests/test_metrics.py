@@ -58,7 +58,7 @@ RUN = [  # hand-made: sent, chunk arrivals, input and output tokens
 def test_run_summary_by_hand():
     s = summarize(RUN)
     assert (s.completed, s.failed, s.errors) == (3, 3, {"HTTP 503": 2, "no tokens": 1})
-    assert s.duration == pytest.approx(1.9)  # first sent (0.0) to last token of a completed request (1.9)
+    assert s.duration == pytest.approx(1.9)  # first sent (0.0) to the last request ended (1.9)
     assert s.request_throughput == pytest.approx(3 / 1.9)
     assert s.output_throughput == pytest.approx(7 / 1.9)
     assert s.total_throughput == pytest.approx((7 + 35) / 1.9)  # completed requests' input + output
@@ -67,6 +67,17 @@ def test_run_summary_by_hand():
     assert s.itl.count == 4 and s.itl.mean == pytest.approx((0.1 + 0.2 + 0.3 + 0.2) / 4)  # every gap pooled
     assert s.e2e.p99 == pytest.approx(percentile([1.1, 0.5, 0.9], 99))
     assert "completed 3, failed 3" in format_summary(s) and "TPOT" in format_summary(s)
+    assert s.errors == {"HTTP 503": 2, "no tokens": 1}  # by kind, most common first
+
+
+def test_the_duration_is_the_runs_wall_time_failed_requests_included():
+    """A request that failed late stretches the run: the throughputs fall, the latencies (of the successful
+    requests only) stay."""
+    stalled = [*RUN, RequestRecord(1.7, [], error="timeout: no whole answer within 5 s", ended=6.7)]
+    s, before = summarize(stalled), summarize(RUN)
+    assert s.duration == pytest.approx(6.7) and s.request_throughput == pytest.approx(3 / 6.7)
+    assert s.ttft == before.ttft and s.errors == {"HTTP 503": 2, "no tokens": 1, "timeout": 1}
+    assert s.error_examples["timeout"] == "timeout: no whole answer within 5 s"
 
 
 def test_itl_weighs_tokens_and_tpot_weighs_requests():

@@ -118,6 +118,8 @@ def main(argv=None) -> int:
         p.error("--concurrency must be at least 1")
     if args.warmups < 0:
         p.error("--warmups must be 0 or more")
+    if not args.timeout > 0:
+        p.error(f"--timeout is the seconds each request may take, > 0; got {args.timeout:g}")
     if args.num_requests < 1 or args.output_len < 1 or args.input_len < 1 or args.burstiness <= 0:
         p.error("need --num-requests, --output-len and --input-len >= 1 and --burstiness > 0")
     if args.plot and (Path(args.plot).suffix.lower() not in (".png", ".svg", ".pdf")

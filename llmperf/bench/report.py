@@ -23,15 +23,19 @@ MS = 1e3  # seconds to milliseconds
 
 
 def format_summary(s: RunSummary) -> str:
-    """The run as a table: counts and throughputs, then mean, median, p90 and p99 of each latency, in ms."""
-    lines = [f"completed {s.completed}, failed {s.failed}" + (f" {s.errors}" if s.errors else ""),
-             f"duration {s.duration:.2f} s",
+    """The run as a table: counts (failures by kind, with the first reason given for each) and throughputs over
+    the run's wall time, then mean, median, p90 and p99 of each latency of the successful requests, in ms."""
+    kinds = ", ".join(f"{kind} {n}" for kind, n in s.errors.items())
+    lines = [f"completed {s.completed}, failed {s.failed}" + (f" ({kinds})" if kinds else "")]
+    lines += [f"  e.g. {error}" for error in s.error_examples.values()]
+    lines += [f"duration {s.duration:.2f} s (wall time: first request sent to last ended, failed ones included)",
              f"request throughput  {s.request_throughput:10.2f} req/s",
              f"output throughput   {s.output_throughput:10.1f} tokens/s",
              f"total throughput    {s.total_throughput:10.1f} tokens/s (input + output)"]
     if s.goodput is not None:
         lines.append(f"goodput             {s.goodput:10.2f} req/s meeting every objective")
-    lines.append(f"\n{'ms':<6} {'mean':>9} {'median':>9} {'p90':>9} {'p99':>9} {'n':>7}   (percentiles: {s.method})")
+    lines.append(f"\n{'ms':<6} {'mean':>9} {'median':>9} {'p90':>9} {'p99':>9} {'n':>7}   (the {s.completed} "
+                 f"successful requests; percentiles: {s.method})")
     for name, st in (("TTFT", s.ttft), ("TPOT", s.tpot), ("ITL", s.itl), ("E2E", s.e2e)):
         if st is None:
             lines.append(f"{name:<6} {'(none)':>9}")
