@@ -98,3 +98,14 @@ def test_a_run_in_which_nothing_succeeded_says_why_by_kind():
     said = r"None of the 3 requests .*\(timeout 2, HTTP 502 1\).*commonest kind: timeout: no whole"
     with pytest.raises(ValueError, match=said):
         summarize(records)
+
+
+def test_a_run_in_which_every_request_failed_still_writes_its_json(stub, tmp_path, capsys):
+    prompts, out = tmp_path / "prompts.txt", tmp_path / "run.json"
+    prompts.write_text("error500\nhtml502\n")
+    assert main(["--url", stub, "--concurrency", "2", "--num-requests", "3", "--prompts-file", str(prompts),
+                 "--timeout", f"{TIMEOUT:g}", "--no-metrics", "--json", str(out)]) == 1
+    assert "(HTTP 500 2, HTTP 502 1)" in capsys.readouterr().err
+    written = json.loads(out.read_text())
+    assert written["summary"] is None and written["errors"] == {"HTTP 500": 2, "HTTP 502": 1}
+    assert [r["error"].split(":")[0] for r in written["requests"]] == ["HTTP 500", "HTTP 502", "HTTP 500"]

@@ -19,8 +19,10 @@ tokens; TPOT stays right (it divides by the token count from `usage`), but the
 inter-token gaps are then gaps between chunks. Without `usage` in the stream
 (a server that ignores `stream_options`), one token per chunk is assumed.
 
-Errors (HTTP status, timeouts, dropped connections) are recorded with the
-request and never stop the run.
+Errors (HTTP status, timeouts, dropped connections, broken streams) are
+recorded with the request and never stop the run: each request ends within
+`--timeout`, a deadline on the whole answer (`client.send`), and the summary
+counts the failures by kind and divides by the run's wall time.
 
 The modules: `client` (one request, timed; the API's address), `load` (arrivals, concurrency, warm-up),
 `workloads` (prompt and output lengths, shared prefixes), `conversations` (multi-turn: each request carries

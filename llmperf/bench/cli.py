@@ -14,7 +14,7 @@ from contextlib import nullcontext
 from dataclasses import asdict
 from pathlib import Path
 
-from ..metrics import PERCENTILE_METHODS, RequestRecord, percentile, summarize
+from ..metrics import PERCENTILE_METHODS, RequestRecord, failures, percentile, summarize
 from .client import api_base, discover_model
 from . import conversations, names, workloads
 from .files import load_prompts, write_csv, write_json
@@ -86,7 +86,8 @@ def main(argv=None) -> int:
     p.add_argument("--ttft-slo", type=float, default=None, help="ms; with the others, reports goodput")
     p.add_argument("--tpot-slo", type=float, default=None, help="ms")
     p.add_argument("--e2e-slo", type=float, default=None, help="ms")
-    p.add_argument("--timeout", type=float, default=300.0, help="seconds before a request counts as failed")
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds a whole request may take before it counts "
+                   "as failed (a deadline on the whole answer, not only on each read)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", default=None, help="write the command, the summary and every request to this file")
     p.add_argument("--csv", default=None, help="write one row per request to this file")
@@ -171,6 +172,10 @@ def main(argv=None) -> int:
         summary = summarize(records, objectives, args.percentiles)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
+        if args.json:  # what failed, and how, is the record of such a run
+            errors, examples = failures(records)
+            write_json(args.json, argv, base, model, summary=None, errors=errors, error_examples=examples,
+                       requests=[asdict(r) for r in records])
         return 1
     drawn = None
     arrived = sum(r.turn <= 1 for r in records)  # requests, or conversations
