@@ -12,6 +12,9 @@ chunk was handed to the server to send, on time.perf_counter(), which on Linux i
 (CLOCK_MONOTONIC): GET /truth returns them, keyed by the request's prompt. A load generator's measurements can
 then be checked against what the server really did. It runs in a process of its own, so that the client under
 test does not share its interpreter.
+
+/v1/chat/completions streams the same way (its chunks as deltas); its `usage` counts the messages' words as the
+prompt's tokens, a count of its own as a real server's tokenizer and template make theirs.
 """
 
 from __future__ import annotations
@@ -40,7 +43,9 @@ def create_app(ttft: float, gap: float, capacity: int | None = None) -> Starlett
     async def completions(request: Request):
         arrived = request.scope.get("arrived", time.perf_counter())
         body = await request.json()
-        n, key = int(body["max_tokens"]), json.dumps(body["prompt"])
+        chat = "messages" in body  # /v1/chat/completions: the same stream, as deltas
+        n, key = int(body["max_tokens"]), json.dumps(body["messages"] if chat else body["prompt"])
+        piece = {"delta": {"content": "x"}} if chat else {"text": "x"}
 
         async def stream():
             if slots is not None:
@@ -50,11 +55,12 @@ def create_app(ttft: float, gap: float, capacity: int | None = None) -> Starlett
                 for i in range(n):
                     await asyncio.sleep(max(0.0, start + ttft + i * gap - time.perf_counter()))
                     sent.append(time.perf_counter())
-                    yield "data: " + json.dumps({"choices": [{"index": 0, "text": "x", "finish_reason": None}]}) + "\n\n"
+                    yield "data: " + json.dumps({"choices": [{"index": 0, **piece, "finish_reason": None}]}) + "\n\n"
             finally:
                 if slots is not None:
                     slots.release()
-            usage = {"prompt_tokens": 1, "completion_tokens": n, "total_tokens": n + 1}
+            said = sum(len(m["content"].split()) for m in body["messages"]) if chat else 1  # chat: words, as tokens
+            usage = {"prompt_tokens": said, "completion_tokens": n, "total_tokens": n + said}
             yield "data: " + json.dumps({"choices": [], "usage": usage}) + "\n\ndata: [DONE]\n\n"
             truth[key] = {"arrived": arrived, "tokens": sent}
 
@@ -69,7 +75,8 @@ def create_app(ttft: float, gap: float, capacity: int | None = None) -> Starlett
     async def get_truth(_):
         return JSONResponse(truth)
 
-    return Starlette(routes=[Route("/v1/completions", completions, methods=["POST"]), Route("/v1/models", models),
+    return Starlette(routes=[Route("/v1/completions", completions, methods=["POST"]),
+                             Route("/v1/chat/completions", completions, methods=["POST"]), Route("/v1/models", models),
                              Route("/health", health), Route("/truth", get_truth)])
 
 
