@@ -86,12 +86,25 @@ def test_sharegpt_keeps_what_vllms_rules_keep(tmp_path):
         datasets.sample_sharegpt([pairs[2], pairs[3]], words, 10)
 
 
+@pytest.mark.parametrize("content, said", [
+    ("", r"not JSON \(Expecting value at line 1"),
+    ('{"conversations": []}', r"a JSON list of entries, this holds a dict"),
+    ('[{"conversations": [{"from": "human"}, {"from": "gpt", "value": "b"}]}]', r"entry 0 \(from 0\): each turn"),
+    ('[{"conversations": [{"value": "a"}]}, {"id": 1}]', r"no entry has two turns"),
+])
+def test_a_bad_sharegpt_file_is_refused_saying_what_is_wrong(tmp_path, content, said):
+    (tmp_path / "s.json").write_text(content)
+    with pytest.raises(ValueError, match=said):
+        datasets.read_sharegpt(str(tmp_path / "s.json"))
+
+
 @pytest.mark.parametrize("lines, said", [
     (['{"prompt": "hi"}', '{"prompt": "a", '], r"line 2: not JSON"),
     (['{"prompt": "hi", "max_tokens": 3}'], r"line 1: unknown field 'max_tokens'; the fields are prompt"),
     (['', '{"prompt": "hi", "input_length": 3}'], r"line 2: give \"prompt\" \(text\) or \"input_length\""),
     (['{"input_length": 0}'], r"line 1: input_length is 0; a length is at least 1"),
-    (['{"input_length": "3"}'], r"line 1: input_length is '3', not a number"),
+    (['{"input_length": "3"}'], r"line 1: input_length is '3', not number"),
+    (['{"prompt": 3}'], r"line 1: prompt is 3, not text"),
     (['[1, 2]'], r"line 1: each line is one JSON object"),
     (['', '  '], r"holds no requests"),
 ])
@@ -150,6 +163,15 @@ def test_chat_with_synthetic_text_records_both_counts(stub, tmp_path, capsys, si
         assert abs(row["client_prompt"] - 50) <= 1 and row["asked_output"] == row["server_output"] == 3
         assert row["server_prompt"] == request["input_tokens"] > 0  # the stub counts words
     assert "the client's count" in capsys.readouterr().out
+
+
+def test_chat_conversations_of_synthetic_text(stub, tmp_path, capsys):
+    run = run_json(stub, tmp_path, "--chat", "--concurrency", "2", "--num-requests", "2", "--turns", "3",
+                   "--input-len", "12", "--output-len", "2")
+    assert [r["turn"] for r in run["requests"]] == [1, 2, 3] * 2 and "tokens" not in run["inputs"]
+    said = [r["input_tokens"] for r in run["requests"]]  # the stub counts every message's words: they grow
+    assert said[0] < said[1] < said[2] and said[3] < said[4] < said[5]
+    assert "turn 3: 2 completed" in capsys.readouterr().out
 
 
 def test_each_dataset_runs_end_to_end(stub, tmp_path):

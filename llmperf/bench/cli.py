@@ -199,7 +199,7 @@ def main(argv=None) -> int:
                            "after": view.after, "prefix_cache": view.prefix_cache, "preemptions": view.preemptions}
         write_json(args.json, argv, base, model, achieved_rate=achieved_rate(records), server_metrics=server,
                    summary=asdict(summary), requests=[asdict(r) for r in records],
-                   inputs=workload and inputs.record(workload, records))
+                   **({"inputs": inputs.record(workload, records)} if workload else {}))
     if args.csv:
         write_csv(records, args.csv)
     if args.plot:

@@ -147,8 +147,8 @@ def _lines(path: str, fields: dict, option: str) -> list[tuple[int, dict]]:
                              f"{', '.join(fields)}.")
         for key, kind in fields.items():
             if key in row and (not isinstance(row[key], kind) or isinstance(row[key], bool)):
-                raise ValueError(f"{path}, line {line}: {key} is {row[key]!r}, not a "
-                                 f"{'number' if kind is not str and kind is not list else kind.__name__}.")
+                said = {str: "text", list: "list"}.get(kind, "number")
+                raise ValueError(f"{path}, line {line}: {key} is {row[key]!r}, not {said}.")
         rows.append((line, row))
     if not rows:
         raise ValueError(f"{path} holds no requests (no line that is not blank).")
