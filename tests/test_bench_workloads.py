@@ -113,6 +113,13 @@ def test_a_bad_jsonl_dataset_is_refused_naming_its_line(tmp_path, lines, said):
         datasets.read_jsonl(write(tmp_path / "d.jsonl", lines))
 
 
+def test_a_file_that_is_not_utf8_text_is_refused_by_name(tmp_path):
+    (tmp_path / "latin1.jsonl").write_bytes('{"prompt": "caf\u00e9"}\n'.encode("latin-1"))
+    for read in (datasets.read_jsonl, datasets.read_trace, datasets.read_sharegpt):
+        with pytest.raises(ValueError, match=r"latin1.jsonl: not UTF-8 text"):
+            read(str(tmp_path / "latin1.jsonl"))
+
+
 @pytest.mark.parametrize("lines, said", [
     ([{"timestamp": 0, "input_length": 3}], r"line 1: a trace's request needs output_length"),
     ([{"timestamp": 5, "input_length": 3, "output_length": 1}, {"timestamp": 4, "input_length": 3,
@@ -195,3 +202,9 @@ def test_a_trace_is_sent_at_its_times(stub, tmp_path):
     assert len(sent) == 3 and sent[1] == pytest.approx(0.1, abs=0.03) and sent[2] == pytest.approx(0.3, abs=0.03)
     assert "2x as fast" in run["inputs"]["source"]
 
+
+
+def test_a_sweep_of_chat_requests_records_its_source_and_tokenizer(stub, tmp_path):
+    run = run_json(stub, tmp_path, "--chat", "--sweep", "concurrency", "--sweep-values", "1,2", "--num-requests", "2",
+                   "--input-len", "8", "--output-len", "2")
+    assert len(run["sweep"]["points"]) == 2 and run["inputs"]["source"].startswith("synthetic text")

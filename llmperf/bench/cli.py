@@ -68,7 +68,7 @@ def main(argv=None) -> int:
                    "all of its)")
     p.add_argument("--duration", type=float, default=None, help="stop sending after this many seconds")
     p.add_argument("--prompts-file", default=None, help="one prompt per line (or JSON Lines with 'prompt')")
-    p.add_argument("--input-len", type=int, default=128, help="synthetic prompts: token ids per prompt (the mean)")
+    p.add_argument("--input-len", type=int, default=128, help="synthetic prompts: tokens per prompt (the mean)")
     p.add_argument("--output-len", type=int, default=128, help="max_tokens of each request (the mean)")
     p.add_argument("--length-dist", choices=workloads.DISTRIBUTIONS, default="fixed",
                    help="how prompt and output lengths vary about their means (llmperf.bench.workloads)")
@@ -169,7 +169,7 @@ def main(argv=None) -> int:
         return records, view
 
     if args.sweep:
-        return _sweep(args, base, model, prompts, outputs, objectives, values, argv)
+        return _sweep(args, base, model, prompts, outputs, objectives, values, argv, workload)
     records, view = asyncio.run(measured())
     try:
         summary = summarize(records, objectives, args.percentiles)
@@ -210,7 +210,7 @@ def main(argv=None) -> int:
     return 0
 
 
-def _sweep(args, base: str, model: str, prompts, outputs, objectives, values, argv) -> int:
+def _sweep(args, base: str, model: str, prompts, outputs, objectives, values, argv, workload=None) -> int:
     """`main` for --sweep: run it, print its points as they end and then its readings; write what was asked."""
     def said(point) -> None:
         s = point.summary
@@ -236,7 +236,8 @@ def _sweep(args, base: str, model: str, prompts, outputs, objectives, values, ar
         write_json(args.json, argv, base, model, sweep={"kind": result.kind, **found, "points": [
             {"label": pt.label, "rate": "inf" if pt.rate == math.inf else pt.rate,  # JSON has no inf
              "concurrency": pt.concurrency, "row": pt.row(),
-             "summary": asdict(pt.summary), "requests": [asdict(r) for r in pt.records]} for pt in result.points]})
+             "summary": asdict(pt.summary), "requests": [asdict(r) for r in pt.records]} for pt in result.points]},
+                   **({"inputs": inputs.record(workload, [])} if workload else {}))  # its source and tokenizer
     if args.csv:
         write_csv(result, args.csv)
     if args.plot:

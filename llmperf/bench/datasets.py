@@ -39,6 +39,8 @@ def read_sharegpt(path: str) -> list[tuple[str, str]]:
             data = json.load(f)
     except FileNotFoundError:
         raise ValueError(f"--dataset-path {path}: no such file.") from None
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start}).") from None
     except json.JSONDecodeError as err:
         raise ValueError(f"{path}: not JSON ({err.msg} at line {err.lineno}, column {err.colno}). A ShareGPT "
                          'file is one JSON list of {"conversations": [{"from": ..., "value": ...}, ...]}.') from None
@@ -129,6 +131,8 @@ def _lines(path: str, fields: dict, option: str) -> list[tuple[int, dict]]:
             text = f.read().splitlines()
     except FileNotFoundError:
         raise ValueError(f"{option} {path}: no such file.") from None
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start}).") from None
     rows = []
     for line, raw in enumerate(text, start=1):
         if not raw.strip():
