@@ -161,6 +161,6 @@ def counts(workload: Workload, records: Sequence[RequestRecord]) -> str:
     """One line: the prompts' mean length by the client's tokenizer and by the server's `usage`."""
     client = sum(workload.counted) / len(workload.counted)
     said = [r.input_tokens for r in records if r.ok and r.output_tokens is not None and r.turn <= 1]
-    server = (f"the server's usage {sum(said) / len(said):,.1f} (its template and tokenizer)" if said
+    server = (f"the server's usage {sum(said) / len(said):,.1f} (its own tokenizer, and any template it adds)" if said
               else "the server reported no usage")
     return f"{workload.source}; prompt tokens, mean: the client's count {client:,.1f} ({workload.tokenizer}), {server}"
