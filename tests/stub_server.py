@@ -13,6 +13,9 @@ chunk was handed to the server to send, on time.perf_counter(), which on Linux i
 then be checked against what the server really did. It runs in a process of its own, so that the client under
 test does not share its interpreter.
 
+/v1/chat/completions streams the same way (its chunks as deltas); its `usage` counts the messages' words as the
+prompt's tokens, a count of its own as a real server's tokenizer and template make theirs.
+
 With `--hostile`, a request whose prompt is the name of one of `MISBEHAVIOURS` gets that misbehaviour instead of
 an answer (tests/test_bench_hostile.py); every other prompt is served as above. Each misbehaviour gives up when
 its client goes away, or after `HOSTILE_FOR` seconds.
@@ -137,7 +140,9 @@ def create_app(ttft: float, gap: float, capacity: int | None = None, hostile: bo
         body = await request.json()
         if hostile and isinstance(body.get("prompt"), str) and body["prompt"] in MISBEHAVIOURS:
             return Misbehaving(body["prompt"])
-        n, key = int(body["max_tokens"]), json.dumps(body["prompt"])
+        chat = "messages" in body  # /v1/chat/completions: the same stream, as deltas
+        n, key = int(body["max_tokens"]), json.dumps(body["messages"] if chat else body["prompt"])
+        piece = {"delta": {"content": "x"}} if chat else {"text": "x"}
 
         async def stream():
             if slots is not None:
@@ -147,11 +152,12 @@ def create_app(ttft: float, gap: float, capacity: int | None = None, hostile: bo
                 for i in range(n):
                     await asyncio.sleep(max(0.0, start + ttft + i * gap - time.perf_counter()))
                     sent.append(time.perf_counter())
-                    yield "data: " + json.dumps({"choices": [{"index": 0, "text": "x", "finish_reason": None}]}) + "\n\n"
+                    yield "data: " + json.dumps({"choices": [{"index": 0, **piece, "finish_reason": None}]}) + "\n\n"
             finally:
                 if slots is not None:
                     slots.release()
-            usage = {"prompt_tokens": 1, "completion_tokens": n, "total_tokens": n + 1}
+            said = sum(len(m["content"].split()) for m in body["messages"]) if chat else 1  # chat: words, as tokens
+            usage = {"prompt_tokens": said, "completion_tokens": n, "total_tokens": n + said}
             yield "data: " + json.dumps({"choices": [], "usage": usage}) + "\n\ndata: [DONE]\n\n"
             truth[key] = {"arrived": arrived, "tokens": sent}
 
@@ -166,7 +172,8 @@ def create_app(ttft: float, gap: float, capacity: int | None = None, hostile: bo
     async def get_truth(_):
         return JSONResponse(truth)
 
-    return Starlette(routes=[Route("/v1/completions", completions, methods=["POST"]), Route("/v1/models", models),
+    return Starlette(routes=[Route("/v1/completions", completions, methods=["POST"]),
+                             Route("/v1/chat/completions", completions, methods=["POST"]), Route("/v1/models", models),
                              Route("/health", health), Route("/truth", get_truth)])
 
 

@@ -113,7 +113,8 @@ def test_run_refuses_impossible_loads_before_sending(kwargs, words):
 @pytest.mark.parametrize("how, said", [
     (["--concurrency", "2"], "completed 3, failed 0"),
     (["--sweep", "concurrency", "--sweep-values", "1,2", "--turns", "2", "--plot", "PLOT"], "knee:"),
-], ids=["a run", "a sweep of conversations, drawn"])
+    (["--chat", "--concurrency", "1"], "the client's count 3.0 (SmolLM2"),  # its tokenizer from the GGUF file
+], ids=["a run", "a sweep of conversations, drawn", "chat with synthetic text"])
 def test_the_load_generator_runs_where_torch_cannot_be_imported(server, how, said, tmp_path):
     """A reader points it at vLLM from a machine without PyTorch: `import torch` is made to fail, and the
     command still loads the server and prints its summary (or its sweep, and draws it)."""

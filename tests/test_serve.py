@@ -309,7 +309,7 @@ def test_python_m_llmperf_bench(server, tmp_path, capsys):
     (["--num-requests", "3"], "give --rate (open loop), --concurrency (closed loop), or both"),
     (["--rate", "1", "--warmups", "-1"], "--warmups must be 0 or more"),
     (["--rate", "nan"], "--rate must be > 0"),
-    (["--rate", "1", "--chat"], "--chat needs --prompts-file"),
+    (["--rate", "1", "--dataset", "jsonl"], "--dataset and --dataset-path go together"),
     (["--rate", "1", "--output-len", "0"], "need --num-requests"),
 ])
 def test_python_m_llmperf_bench_refuses_bad_arguments(argv, words, capsys):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..metrics import PERCENTILE_METHODS, RequestRecord, failures, percentile, summarize
 from .client import api_base, discover_model
-from . import conversations, names, workloads
+from . import conversations, inputs, names, workloads
 from .files import load_prompts, write_csv, write_json
 from .load import achieved_rate, arrival_gaps, run, warm_up
 from .report import format_summary
@@ -64,10 +64,11 @@ def main(argv=None) -> int:
     p.add_argument("--no-metrics", dest="metrics", action="store_false", help="do not scrape the server's "
                    "/metrics during the run (by default its own counts are reported beside the client's)")
     p.add_argument("--burstiness", type=float, default=1.0, help="gamma shape of the gaps (1: Poisson)")
-    p.add_argument("--num-requests", type=int, default=100)
+    p.add_argument("--num-requests", type=int, default=None, help="requests to send (default 100; a --trace's: "
+                   "all of its)")
     p.add_argument("--duration", type=float, default=None, help="stop sending after this many seconds")
     p.add_argument("--prompts-file", default=None, help="one prompt per line (or JSON Lines with 'prompt')")
-    p.add_argument("--input-len", type=int, default=128, help="synthetic prompts: token ids per prompt (the mean)")
+    p.add_argument("--input-len", type=int, default=128, help="synthetic prompts: tokens per prompt (the mean)")
     p.add_argument("--output-len", type=int, default=128, help="max_tokens of each request (the mean)")
     p.add_argument("--length-dist", choices=workloads.DISTRIBUTIONS, default="fixed",
                    help="how prompt and output lengths vary about their means (llmperf.bench.workloads)")
@@ -93,7 +94,9 @@ def main(argv=None) -> int:
     p.add_argument("--csv", default=None, help="write one row per request to this file")
     p.add_argument("--plot", default=None, help="draw the run's TTFT, TPOT and ITL distributions to this file "
                    "(.png, .svg or .pdf)")
+    inputs.add_arguments(p)
     args = p.parse_args(argv)
+    inputs.check(p, args)
     values = None
     if args.sweep:
         if args.rate is not None:
@@ -111,7 +114,7 @@ def main(argv=None) -> int:
             p.error("need --sweep-steps >= 0 and 0 < --attainment <= 100")
     elif args.sweep_values or args.sweep_steps != 4:
         p.error("--sweep-values and --sweep-steps are for a sweep: give --sweep rate or --sweep concurrency")
-    elif args.rate is None and args.concurrency is None:
+    elif args.rate is None and args.concurrency is None and not args.trace:
         p.error("give --rate (open loop), --concurrency (closed loop), or both (a rate with a cap), or --sweep")
     if args.rate is not None and not args.rate > 0:
         p.error("--rate must be > 0 (inf sends everything at once)")
@@ -121,7 +124,8 @@ def main(argv=None) -> int:
         p.error("--warmups must be 0 or more")
     if not args.timeout > 0:
         p.error(f"--timeout is the seconds each request may take, > 0; got {args.timeout:g}")
-    if args.num_requests < 1 or args.output_len < 1 or args.input_len < 1 or args.burstiness <= 0:
+    if (args.num_requests is not None and args.num_requests < 1) or args.output_len < 1 or args.input_len < 1 \
+            or args.burstiness <= 0:  # (a trace's --num-requests, if not given, is its length)
         p.error("need --num-requests, --output-len and --input-len >= 1 and --burstiness > 0")
     if args.plot and (Path(args.plot).suffix.lower() not in (".png", ".svg", ".pdf")
                       or not Path(args.plot).resolve().parent.is_dir()):
@@ -130,9 +134,8 @@ def main(argv=None) -> int:
         p.error("need --shared-prefix >= 0 and --prefix-groups >= 1")
     if args.turns < 1:
         p.error("--turns must be at least 1 (1: single requests)")
-    if args.chat and not args.prompts_file:
-        p.error("--chat needs --prompts-file: synthetic prompts are token ids, which only /completions takes")
     try:
+        workload = inputs.prompts_from(args)  # read and built whole before anything is sent
         base = api_base(args.url)
         prompts = load_prompts(args.prompts_file) if args.prompts_file else None
         model = args.model or discover_model(base)
@@ -141,14 +144,16 @@ def main(argv=None) -> int:
     try:
         outputs = workloads.lengths(args.num_requests, args.output_len, args.output_spread, args.length_dist,
                                     seed=args.seed + 1)
-        if prompts is None:
+        if workload is not None:
+            prompts, outputs = workload.prompts, workload.outputs
+        elif prompts is None:
             sizes = workloads.lengths(args.num_requests, args.input_len, args.input_spread, args.length_dist,
                                       seed=args.seed)
             prompts = workloads.prompts(sizes, prefix=args.shared_prefix, groups=args.prefix_groups,
                                         seed=args.seed)
         if args.turns > 1 and args.prompts_file:
             prompts = conversations.from_lines(prompts, args.num_requests, args.turns)
-        elif args.turns > 1:
+        elif args.turns > 1 and workload is None:
             prompts = conversations.from_ids(prompts, args.turns, sizes, seed=args.seed + 2)
     except ValueError as e:
         p.error(str(e))
@@ -162,11 +167,12 @@ def main(argv=None) -> int:
         async with scrape_metrics(base) if args.metrics else nullcontext() as view:
             records = await run(base, model, prompts, outputs, rate=args.rate, concurrency=args.concurrency,
                                 burstiness=args.burstiness, duration=args.duration, chat=args.chat,
-                                timeout=args.timeout, seed=args.seed, ignore_eos=args.ignore_eos)
+                                timeout=args.timeout, seed=args.seed, ignore_eos=args.ignore_eos,
+                                schedule=workload and workload.schedule)
         return records, view
 
     if args.sweep:
-        return _sweep(args, base, model, prompts, outputs, objectives, values, argv)
+        return _sweep(args, base, model, prompts, outputs, objectives, values, argv, workload)
     records, view = asyncio.run(measured())
     try:
         summary = summarize(records, objectives, args.percentiles)
@@ -182,9 +188,13 @@ def main(argv=None) -> int:
     if args.rate is not None and math.isfinite(args.rate) and arrived > 1:
         drawn = (arrived - 1) / sum(arrival_gaps(args.rate, arrived, args.burstiness, args.seed)[1:])
     load = describe_load(records, args.rate, args.concurrency, args.percentiles, drawn, args.warmups)
+    if workload is not None and workload.schedule is not None:
+        load = inputs.replayed(workload, records, args.concurrency, args.warmups)
     head = load.splitlines()[0]
     print(f"{model} at {base}, {load}")
     print(format_summary(summary))
+    if workload is not None:
+        print(inputs.counts(workload, records))
     if args.turns > 1:
         print(conversations.by_turn(records, args.percentiles))
     print(names.legend())
@@ -195,7 +205,8 @@ def main(argv=None) -> int:
         server = view and {"server": view.server, "in_flight": view.in_flight, "before": view.before,
                            "after": view.after, "prefix_cache": view.prefix_cache, "preemptions": view.preemptions}
         write_json(args.json, argv, base, model, achieved_rate=achieved_rate(records), server_metrics=server,
-                   summary=asdict(summary), requests=[asdict(r) for r in records])
+                   summary=asdict(summary), requests=[asdict(r) for r in records],
+                   **({"inputs": inputs.record(workload, records)} if workload else {}))
     if args.csv:
         write_csv(records, args.csv)
     if args.plot:
@@ -206,7 +217,7 @@ def main(argv=None) -> int:
     return 0
 
 
-def _sweep(args, base: str, model: str, prompts, outputs, objectives, values, argv) -> int:
+def _sweep(args, base: str, model: str, prompts, outputs, objectives, values, argv, workload=None) -> int:
     """`main` for --sweep: run it, print its points as they end and then its readings; write what was asked."""
     def said(point) -> None:
         s = point.summary
@@ -232,7 +243,8 @@ def _sweep(args, base: str, model: str, prompts, outputs, objectives, values, ar
         write_json(args.json, argv, base, model, sweep={"kind": result.kind, **found, "points": [
             {"label": pt.label, "rate": "inf" if pt.rate == math.inf else pt.rate,  # JSON has no inf
              "concurrency": pt.concurrency, "row": pt.row(),
-             "summary": asdict(pt.summary), "requests": [asdict(r) for r in pt.records]} for pt in result.points]})
+             "summary": asdict(pt.summary), "requests": [asdict(r) for r in pt.records]} for pt in result.points]},
+                   **({"inputs": inputs.record(workload, [])} if workload else {}))  # its source and tokenizer
     if args.csv:
         write_csv(result, args.csv)
     if args.plot:

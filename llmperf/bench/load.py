@@ -78,17 +78,21 @@ async def run(url: str, model: str, prompts: Sequence, max_tokens: "int | Sequen
               concurrency: int | None = None, burstiness: float = 1.0, duration: float | None = None,
               chat: bool = False, timeout: float = 300.0, seed: int = 0, show_progress: bool = True,
               warmups: int = 0, ignore_eos: bool = True, label: str = "requests",
-              exact_rate: bool = False) -> list[RequestRecord]:
+              exact_rate: bool = False, schedule: Sequence[float] | None = None) -> list[RequestRecord]:
     """Send every prompt (or, with `duration`, as many as start within it) at `rate` (open loop), at
     `concurrency` (closed loop), or at `rate` with at most `concurrency` in flight; return the records in the
     order the prompts were given. `max_tokens` is one number for every request, or one per prompt. First,
     `warmups` requests (the first prompts, again), unrecorded, `concurrency` (or one) at a time. `ignore_eos`:
     as `send`. `label` names the progress bar. `exact_rate`: the arrival gaps scaled to the rate asked
-    (`arrival_gaps(exact=True)`).
+    (`arrival_gaps(exact=True)`). `schedule`: instead of a rate, the second after the start at which each prompt is
+    sent (a trace's times, not decreasing); `concurrency` then caps the requests in flight.
 
     A prompt may be a `Conversation`: its turns then go one after another (`conversations.converse`), each
     recorded; the rate and the cap count conversations, and the records come in the conversations' order."""
-    if rate is None and concurrency is None:
+    if schedule is not None and (len(schedule) != len(prompts) or rate is not None):
+        raise ValueError(f"A schedule gives each prompt its time instead of a rate: need one time per prompt and no "
+                         f"rate; got {len(schedule)} times for {len(prompts)} prompts, rate {rate}.")
+    if rate is None and concurrency is None and schedule is None:
         raise ValueError("Give a rate (open loop), a concurrency (closed loop), or both (a rate with a cap).")
     if rate is not None and not rate > 0:
         raise ValueError(f"rate must be > 0 requests/s (inf sends everything at once), got {rate}.")
@@ -128,10 +132,12 @@ async def run(url: str, model: str, prompts: Sequence, max_tokens: "int | Sequen
             if bar is not None:
                 bar.update()
 
-        if rate is not None:  # open loop: each request at its own time, whatever the server does
+        if rate is not None or schedule is not None:  # open loop: each request at its own time, whatever happens
             slots = asyncio.Semaphore(concurrency) if concurrency is not None else None
             tasks, at = [], start
-            for i, gap in enumerate(arrival_gaps(rate, len(prompts), burstiness, seed, exact_rate)):
+            gaps = (arrival_gaps(rate, len(prompts), burstiness, seed, exact_rate) if schedule is None
+                    else [b - a for a, b in zip([0.0, *schedule], schedule)])
+            for i, gap in enumerate(gaps):
                 at += gap
                 await asyncio.sleep(max(0.0, at - time.perf_counter()))
                 if late():
