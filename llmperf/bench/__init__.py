@@ -27,7 +27,8 @@ The modules: `client` (one request, timed; the API's address), `load` (arrivals,
 the history), `sweep` (a series of loads: capacity, knee, the heaviest load meeting objectives), `names` (what
 each number means, and its name in other tools), `watch` (llmperf.serve's count in flight, from /health),
 `scrape` (any server's /metrics, beside the client's numbers), `report` (the summary as text, the figures),
-`cli` (the command).
+`scale` (one schedule sent by several processes, `--workers`, or machines, `--shard`), `merge` (the shards'
+files made one run: `python -m llmperf.bench merge`), `cli` (the command).
 """
 
 from .cli import main  # noqa: F401

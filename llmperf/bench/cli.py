@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..metrics import PERCENTILE_METHODS, RequestRecord, percentile, summarize
 from .client import api_base, discover_model
-from . import conversations, names, workloads
+from . import conversations, names, scale, workloads
 from .files import load_prompts, write_csv, write_json
 from .load import achieved_rate, arrival_gaps, run, warm_up
 from .report import format_summary
@@ -92,7 +92,14 @@ def main(argv=None) -> int:
     p.add_argument("--csv", default=None, help="write one row per request to this file")
     p.add_argument("--plot", default=None, help="draw the run's TTFT, TPOT and ITL distributions to this file "
                    "(.png, .svg or .pdf)")
+    scale.add_arguments(p)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["merge"]:
+        from .merge import main as merge
+
+        return merge(argv[1:])
     args = p.parse_args(argv)
+    scale.check(p, args)
     values = None
     if args.sweep:
         if args.rate is not None:
@@ -156,15 +163,20 @@ def main(argv=None) -> int:
         if args.warmups:  # before the server's counters are first read
             await warm_up(base, model, prompts, outputs, args.warmups,
                           args.concurrency or 1, args.chat, args.timeout, args.ignore_eos)
+        job = scale.split(args, run)  # `run` as this command's share of the schedule, on its workers
         async with scrape_metrics(base) if args.metrics else nullcontext() as view:
-            records = await run(base, model, prompts, outputs, rate=args.rate, concurrency=args.concurrency,
+            records = await job(base, model, prompts, outputs, rate=args.rate, concurrency=args.concurrency,
                                 burstiness=args.burstiness, duration=args.duration, chat=args.chat,
                                 timeout=args.timeout, seed=args.seed, ignore_eos=args.ignore_eos)
         return records, view
 
     if args.sweep:
         return _sweep(args, base, model, prompts, outputs, objectives, values, argv)
-    records, view = asyncio.run(measured())
+    try:
+        records, view = asyncio.run(measured())
+    except ValueError as e:  # a start that passed, a worker that failed
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     try:
         summary = summarize(records, objectives, args.percentiles)
     except ValueError as e:
@@ -177,6 +189,8 @@ def main(argv=None) -> int:
     load = describe_load(records, args.rate, args.concurrency, args.percentiles, drawn, args.warmups)
     head = load.splitlines()[0]
     print(f"{model} at {base}, {load}")
+    if scale.describe(args):
+        print(scale.describe(args))
     print(format_summary(summary))
     if args.turns > 1:
         print(conversations.by_turn(records, args.percentiles))
@@ -188,6 +202,7 @@ def main(argv=None) -> int:
         server = view and {"server": view.server, "in_flight": view.in_flight, "before": view.before,
                            "after": view.after, "prefix_cache": view.prefix_cache, "preemptions": view.preemptions}
         write_json(args.json, argv, base, model, achieved_rate=achieved_rate(records), server_metrics=server,
+                   scale=scale.record(args),
                    summary=asdict(summary), requests=[asdict(r) for r in records])
     if args.csv:
         write_csv(records, args.csv)
