@@ -26,7 +26,9 @@ import asyncio
 import multiprocessing
 import os
 import queue
+import signal
 import sys
+import threading
 import time
 from dataclasses import replace
 from datetime import datetime, timezone
@@ -38,7 +40,9 @@ NOT_THE_SCHEDULE = ("url", "shard", "start_at", "workers", "json", "csv", "plot"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of this module, on `python -m llmperf.bench`'s parser."""
+    """The options of this module, on `python -m llmperf.bench`'s parser (and, in its help, the merge)."""
+    parser.epilog = ("Shards' JSON files, each from --shard I/N --start-at T --json FILE, make one run with: "
+                     "python -m llmperf.bench merge A.json B.json ... [--json OUT.json]")
     parser.add_argument("--workers", type=int, default=1, help="processes sending the schedule, each its "
                         "interleaved share with its own event loop (default 1; up to the cores)")
     parser.add_argument("--shard", default=None, help="I/N: send only requests I, I+N, I+2N, ... of the schedule "
@@ -172,7 +176,7 @@ def split(args: argparse.Namespace, run):
                           "show_progress": kw.get("show_progress", True) and w == 0,
                           "label": f"{kw.get('label', 'requests')} (worker 1 of {args.workers})"})
                 for w in range(args.workers)]
-        return await asyncio.to_thread(in_processes, jobs, args.start_at)
+        return await in_processes(jobs, args.start_at)
 
     return sharded
 
@@ -185,10 +189,11 @@ def _share(total: int | None, shards: int, index: int, worker: int, workers: int
     return total // parts + (part < total % parts)
 
 
-def in_processes(jobs: list[tuple], start_at: float | None = None) -> list[RequestRecord]:
+async def in_processes(jobs: list[tuple], start_at: float | None = None) -> list[RequestRecord]:
     """Run each job, (run, args, kwargs), in a process of its own, all starting their schedule at `start_at`
     (wall clock; by default `READY_MARGIN` after the last is ready), and return their records on this process's
-    clock, in the schedule's order. ValueError with a worker's message if one fails."""
+    clock, in the schedule's order. ValueError with a worker's message if one fails. Cancelled (Ctrl-C), it
+    ends the workers: they ignore SIGINT, so that the parent alone decides."""
     context = multiprocessing.get_context("spawn")  # a fresh interpreter: no event loop or threads inherited
     ready, begun = context.Barrier(len(jobs) + 1), context.Barrier(len(jobs) + 1)
     start, results = context.Value("d", 0.0), context.Queue()
@@ -197,13 +202,19 @@ def in_processes(jobs: list[tuple], start_at: float | None = None) -> list[Reque
     for w in workers:
         w.start()
     try:
-        ready.wait(timeout=120)
-        start.value = start_at if start_at is not None else time.time() + READY_MARGIN
-        begun.wait(timeout=10)
-        found = _collect(results, workers)
-    except Exception as e:  # a worker died before its barrier: its error is in the queue, if it got that far
-        raise ValueError(f"the worker processes did not all start ({type(e).__name__}); run with --workers 1 to "
-                         "see why") from None
+        try:
+            await asyncio.to_thread(ready.wait, 120)
+            start.value = start_at if start_at is not None else time.time() + READY_MARGIN
+            await asyncio.to_thread(begun.wait, 10)
+        except threading.BrokenBarrierError:  # a worker died before it was ready
+            raise ValueError("the worker processes did not all start; run with --workers 1 to see why") from None
+        found = await _collect(results, workers)
+    except BaseException:
+        ready.abort()  # no thread is left waiting for a worker that will not come
+        begun.abort()
+        for w in workers:
+            w.terminate()
+        raise
     finally:
         for w in workers:
             w.join(timeout=10)
@@ -214,17 +225,19 @@ def in_processes(jobs: list[tuple], start_at: float | None = None) -> list[Reque
     return interleave([shifted(found[w][0], found[w][1] - here) for w in range(len(jobs))])
 
 
-def _collect(results, workers) -> dict:
-    """{worker: what it sent back}, waiting for every worker; a worker that died without a word fails the run."""
+async def _collect(results, workers) -> dict:
+    """{worker: what it sent back}, waiting for every worker without holding up the event loop; a worker that
+    died without a word fails the run."""
     found: dict = {}
     while len(found) < len(workers):
         try:
-            w, out = results.get(timeout=1)
+            w, out = results.get_nowait()
             found[w] = out
         except queue.Empty:
             dead = [w for w, p in enumerate(workers) if w not in found and not p.is_alive()]
             if dead and results.empty():
                 found.update({w: f"ended with exit code {workers[w].exitcode} and no records" for w in dead})
+            await asyncio.sleep(0.05)
     return found
 
 
@@ -232,6 +245,7 @@ def _worker(w: int, job: tuple, ready, begun, start, results) -> None:
     """One worker process: ready, then wait for the shared start, run its job, and send back (w, (records, its
     clock offset)), or (w, the error's message)."""
     run, a, kw = job
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C reaches every process: the parent decides
     try:
         import httpx
 
