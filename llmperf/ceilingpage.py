@@ -45,4 +45,10 @@ def ceiling_sentence(results: dict) -> str:
     ratio, top = most["ceiling_rate"] / one["ceiling_rate"], f"{most['ceiling_rate']:,.0f} requests/s"
     moved = (f"stayed about the same ({top})" if abs(ratio - 1) <= SAME else
              f"rose {times(ratio)}, to {top}" if ratio > 1 else f"fell to {ratio:.2f} times that, {top}")
-    return f"{said}; with {most['workers']} worker processes the ceiling {moved}."
+    said = f"{said}; with {most['workers']} worker processes the ceiling {moved}"
+    lows, highs = (one.get("ceiling_rate_min"), one.get("ceiling_rate_max")), (
+        most.get("ceiling_rate_min"), most.get("ceiling_rate_max"))
+    if None not in lows + highs and highs[0] <= lows[1] and highs[1] >= lows[0]:
+        said += (f", though single climbs overlapped ({lows[0]:,.0f} to {lows[1]:,.0f} requests/s against "
+                 f"{highs[0]:,.0f} to {highs[1]:,.0f}): the stub and the workers share the cores")
+    return said + "."

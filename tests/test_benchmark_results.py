@@ -274,7 +274,8 @@ def ceiling_rows(*ceilings):
 
 @pytest.mark.parametrize("ceilings, said", [
     ((80.0, 130.0), "with 2 worker processes the ceiling rose 1.62 times, to 130 requests/s."),
-    ((80.0, 82.0), "the ceiling stayed about the same (82 requests/s)."),
+    ((80.0, 82.0), "the ceiling stayed about the same (82 requests/s), though single climbs overlapped (72 to 88 "
+                   "requests/s against 74 to 90): the stub and the workers share the cores."),
     ((80.0, 60.0), "the ceiling fell to 0.75 times that, 60 requests/s."),
     ((80.0,), "up to 80 requests/s (1,280 chunks/s)."),
     ((None, None), "No load passed"),
