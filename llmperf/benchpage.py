@@ -12,6 +12,7 @@ from __future__ import annotations
 import statistics
 
 from .benchresults import BENCHMARKS, committed, latest
+from .ceilingpage import ceiling_sentence, ceiling_table
 from .wording import SAME, speed_change, times
 from .cost import KIND_LABELS
 
@@ -273,9 +274,9 @@ def chunked_sentence(results: dict) -> str:
 
 
 TABLES = {"decode": decode_table, "step_anatomy": anatomy_table, "serving": serving_table,
-          "chunked_prefill": chunked_table}
+          "chunked_prefill": chunked_table, "client_ceiling": ceiling_table}
 SENTENCES = {"decode": decode_sentence, "step_anatomy": anatomy_sentence, "serving": serving_sentence,
-             "chunked_prefill": chunked_sentence}
+             "chunked_prefill": chunked_sentence, "client_ceiling": ceiling_sentence}
 
 
 def runs(benchmark: str, where=None) -> list[tuple[str, list, str]]:

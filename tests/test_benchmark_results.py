@@ -262,3 +262,29 @@ def test_the_page_notebook_is_committed_bare_hidden_narrow_and_shows_every_bench
     assert all({"hide-input", "remove-input"} & set(c["metadata"].get("tags", ())) for c in cells)
     assert all(len(line) <= 80 for c in cells for line in "".join(c["source"]).splitlines())
     assert all(f'benchpage.show("{name}")' in source for name in br.BENCHMARKS)
+
+
+# --- the client's ceiling (benchmarks/client_ceiling.py) -------------------------------------------------------
+
+def ceiling_rows(*ceilings):
+    return {"error_limit_ms": 5.0, "rows": [
+        {"workers": w, "ceiling_rate": c, "ceiling_rate_min": c and 0.9 * c, "ceiling_rate_max": c and 1.1 * c,
+         "chunks_per_s": c and 16 * c, "ttft_error_mean_ms": c and 2.5} for w, c in enumerate(ceilings, 1)]}
+
+
+@pytest.mark.parametrize("ceilings, said", [
+    ((80.0, 130.0), "with 2 worker processes the ceiling rose 1.62 times, to 130 requests/s."),
+    ((80.0, 82.0), "the ceiling stayed about the same (82 requests/s), though single climbs overlapped (72 to 88 "
+                   "requests/s against 74 to 90): the stub and the workers share the cores."),
+    ((80.0, 60.0), "the ceiling fell to 0.75 times that, 60 requests/s."),
+    ((80.0,), "up to 80 requests/s (1,280 chunks/s)."),
+    ((None, None), "No load passed"),
+])
+def test_the_ceilings_sentence(ceilings, said):
+    assert said in page.SENTENCES["client_ceiling"](ceiling_rows(*ceilings))
+
+
+def test_the_ceilings_table_has_a_row_per_worker_count():
+    table = page.TABLES["client_ceiling"](ceiling_rows(80.0, None))
+    assert list(table.index) == [1, 2]
+    assert list(table.loc[1]) == ["80", "72 to 88", "1,280", "2.50"] and table.loc[2, "chunks/s"] == "—"

@@ -29,7 +29,8 @@ The modules: `client` (one request, timed; the API's address), `load` (arrivals,
 the history), `sweep` (a series of loads: capacity, knee, the heaviest load meeting objectives), `names` (what
 each number means, and its name in other tools), `watch` (llmperf.serve's count in flight, from /health),
 `scrape` (any server's /metrics, beside the client's numbers), `report` (the summary as text, the figures),
-`cli` (the command). Requests beyond random ids and a prompts file: `inputs` (synthetic text, datasets and traces:
+`scale` (one schedule sent by several processes, `--workers`, or machines, `--shard`), `merge` (the shards'
+files made one run: `python -m llmperf.bench merge`), `cli` (the command). Requests beyond random ids and a prompts file: `inputs` (synthetic text, datasets and traces:
 the options), `text` (text of a length in tokens, from the package's corpus), `datasets` (ShareGPT, JSON Lines and
 Mooncake trace files, read and checked).
 """

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..metrics import PERCENTILE_METHODS, RequestRecord, failures, percentile, summarize
 from .client import api_base, discover_model
-from . import conversations, inputs, names, workloads
+from . import conversations, inputs, names, scale, workloads
 from .files import load_prompts, write_csv, write_json
 from .load import achieved_rate, arrival_gaps, run, warm_up
 from .report import format_summary
@@ -95,8 +95,15 @@ def main(argv=None) -> int:
     p.add_argument("--plot", default=None, help="draw the run's TTFT, TPOT and ITL distributions to this file "
                    "(.png, .svg or .pdf)")
     inputs.add_arguments(p)
+    scale.add_arguments(p)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["merge"]:
+        from .merge import main as merge
+
+        return merge(argv[1:])
     args = p.parse_args(argv)
     inputs.check(p, args)
+    scale.check(p, args)
     values = None
     if args.sweep:
         if args.rate is not None:
@@ -164,8 +171,9 @@ def main(argv=None) -> int:
         if args.warmups:  # before the server's counters are first read
             await warm_up(base, model, prompts, outputs, args.warmups,
                           args.concurrency or 1, args.chat, args.timeout, args.ignore_eos)
+        job = scale.split(args, run)  # `run` as this command's share of the schedule, on its workers
         async with scrape_metrics(base) if args.metrics else nullcontext() as view:
-            records = await run(base, model, prompts, outputs, rate=args.rate, concurrency=args.concurrency,
+            records = await job(base, model, prompts, outputs, rate=args.rate, concurrency=args.concurrency,
                                 burstiness=args.burstiness, duration=args.duration, chat=args.chat,
                                 timeout=args.timeout, seed=args.seed, ignore_eos=args.ignore_eos,
                                 schedule=workload and workload.schedule)
@@ -173,7 +181,11 @@ def main(argv=None) -> int:
 
     if args.sweep:
         return _sweep(args, base, model, prompts, outputs, objectives, values, argv, workload)
-    records, view = asyncio.run(measured())
+    try:
+        records, view = asyncio.run(measured())
+    except ValueError as e:  # a start that passed, a worker that failed
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     try:
         summary = summarize(records, objectives, args.percentiles)
     except ValueError as e:
@@ -192,6 +204,8 @@ def main(argv=None) -> int:
         load = inputs.replayed(workload, records, args.concurrency, args.warmups)
     head = load.splitlines()[0]
     print(f"{model} at {base}, {load}")
+    if scale.describe(args):
+        print(scale.describe(args))
     print(format_summary(summary))
     if workload is not None:
         print(inputs.counts(workload, records))
@@ -205,7 +219,7 @@ def main(argv=None) -> int:
         server = view and {"server": view.server, "in_flight": view.in_flight, "before": view.before,
                            "after": view.after, "prefix_cache": view.prefix_cache, "preemptions": view.preemptions}
         write_json(args.json, argv, base, model, achieved_rate=achieved_rate(records), server_metrics=server,
-                   summary=asdict(summary), requests=[asdict(r) for r in records],
+                   scale=scale.record(args), summary=asdict(summary), requests=[asdict(r) for r in records],
                    **({"inputs": inputs.record(workload, records)} if workload else {}))
     if args.csv:
         write_csv(records, args.csv)

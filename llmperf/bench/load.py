@@ -78,14 +78,18 @@ async def run(url: str, model: str, prompts: Sequence, max_tokens: "int | Sequen
               concurrency: int | None = None, burstiness: float = 1.0, duration: float | None = None,
               chat: bool = False, timeout: float = 300.0, seed: int = 0, show_progress: bool = True,
               warmups: int = 0, ignore_eos: bool = True, label: str = "requests",
-              exact_rate: bool = False, schedule: Sequence[float] | None = None) -> list[RequestRecord]:
+              exact_rate: bool = False, schedule: Sequence[float] | None = None,
+              part: tuple[int, int] = (0, 1), start_at: float | None = None) -> list[RequestRecord]:
     """Send every prompt (or, with `duration`, as many as start within it) at `rate` (open loop), at
     `concurrency` (closed loop), or at `rate` with at most `concurrency` in flight; return the records in the
     order the prompts were given. `max_tokens` is one number for every request, or one per prompt. First,
     `warmups` requests (the first prompts, again), unrecorded, `concurrency` (or one) at a time. `ignore_eos`:
     as `send`. `label` names the progress bar. `exact_rate`: the arrival gaps scaled to the rate asked
     (`arrival_gaps(exact=True)`). `schedule`: instead of a rate, the second after the start at which each prompt is
-    sent (a trace's times, not decreasing); `concurrency` then caps the requests in flight.
+    sent (a trace's times, not decreasing); `concurrency` then caps the requests in flight. `part` = (I, N): send
+    only requests I, I + N, I + 2N, … of the schedule, each at its own time in it (one worker's or one machine's
+    share, `scale`). `start_at`: the wall-clock time (`time.time()`) at which the schedule starts, instead of as soon
+    as the connections are open; ValueError if that has passed by then.
 
     A prompt may be a `Conversation`: its turns then go one after another (`conversations.converse`), each
     recorded; the rate and the cap count conversations, and the records come in the conversations' order."""
@@ -100,6 +104,8 @@ async def run(url: str, model: str, prompts: Sequence, max_tokens: "int | Sequen
         raise ValueError(f"concurrency must be at least 1, got {concurrency}.")
     if warmups < 0:
         raise ValueError(f"warmups must be 0 or more, got {warmups}.")
+    if not 0 <= part[0] < part[1]:
+        raise ValueError(f"part must be (I, N) with 0 <= I < N, got {part}.")
     lengths = [max_tokens] * len(prompts) if isinstance(max_tokens, int) else list(max_tokens)
     if len(lengths) != len(prompts):
         raise ValueError(f"Got {len(lengths)} max_tokens for {len(prompts)} prompts: give one number, or one each.")
@@ -107,10 +113,18 @@ async def run(url: str, model: str, prompts: Sequence, max_tokens: "int | Sequen
         await warm_up(url, model, prompts, lengths, warmups, concurrency or 1, chat, timeout, ignore_eos)
     limits = httpx.Limits(max_connections=concurrency or 1000, max_keepalive_connections=concurrency or 100)
     records: list[list[RequestRecord]] = [[] for _ in prompts]
+    share, parts = part
+    mine = range(share, len(prompts), parts)
     async with httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=10.0), limits=limits) as client:
         await _connect(client, url, concurrency or 1)
-        bar = progress(range(len(prompts)), label) if show_progress else None
+        bar = progress(mine, label) if show_progress else None
         start = time.perf_counter()
+        if start_at is not None:  # the wall clock's time, on this process's clock
+            start, behind = start + start_at - time.time(), time.time() - start_at
+            if behind > 0:
+                raise ValueError(f"The start time passed {behind:.3f} s before the connections were open: give a "
+                                 "later start.")
+            await asyncio.sleep(start - time.perf_counter())
 
         def late() -> bool:
             return duration is not None and time.perf_counter() - start >= duration
@@ -139,13 +153,15 @@ async def run(url: str, model: str, prompts: Sequence, max_tokens: "int | Sequen
                     else [b - a for a, b in zip([0.0, *schedule], schedule)])
             for i, gap in enumerate(gaps):
                 at += gap
+                if i % parts != share:
+                    continue
                 await asyncio.sleep(max(0.0, at - time.perf_counter()))
                 if late():
                     break
                 tasks.append(asyncio.create_task(one(i, slots)))
             await asyncio.gather(*tasks)
         else:  # closed loop: `concurrency` clients, each waiting for its answer before the next request
-            await _closed_loop(concurrency, range(len(prompts)), one, late)
+            await _closed_loop(concurrency, mine, one, late)
         if bar is not None:
             bar.close()
     return [r for sent in records for r in sent]
