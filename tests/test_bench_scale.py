@@ -20,7 +20,7 @@ import pytest
 from llmperf.bench import arrival_gaps, main
 from llmperf.bench.load import achieved_rate
 from llmperf.bench.merge import MergeError, check
-from llmperf.bench.scale import _share, interleave, parse_shard, parse_time
+from llmperf.bench.scale import _share, interleave, parse_shard, parse_time, shifted
 from llmperf.metrics import RequestRecord
 from tests.served import free_port
 from tests.stub_server import started
@@ -33,6 +33,14 @@ TTFT_MARGIN, RATE_MARGIN = 0.05, 0.05  # merged ÷ one run, from their measured 
 def stub():
     with started(free_port(), 0.2, 0.01) as url:
         yield url
+
+
+def test_shifted_moves_every_time_of_a_record():
+    """Every time a record holds (its start, chunks and end) moves to the other clock; none is left behind."""
+    done, cut = RequestRecord(1.0, [1.5, 2.0], ended=2.25), RequestRecord(3.0, error="timeout: ...", ended=4.0)
+    moved = shifted([done, cut, RequestRecord(5.0, [5.5])], 100.0)
+    assert [(r.sent, list(r.token_times), r.ended) for r in moved] == [
+        (101.0, [101.5, 102.0], 102.25), (103.0, [], 104.0), (105.0, [105.5], None)]
 
 
 def schedule(url: str, *more: str) -> list[str]:

@@ -203,6 +203,15 @@ def test_a_trace_is_sent_at_its_times(stub, tmp_path):
     assert "2x as fast" in run["inputs"]["source"]
 
 
+def test_a_trace_sent_by_two_workers_keeps_its_times(stub, tmp_path):
+    """Each worker sends its share of the trace at the trace's own times, on one clock (bench.scale)."""
+    trace = write(tmp_path / "t.jsonl", [{"timestamp": t, "input_length": 40, "output_length": 2}
+                                         for t in (0, 100, 200, 300)])
+    run = run_json(stub, tmp_path, "--trace", trace, "--workers", "2")
+    sent = [r["sent"] - run["requests"][0]["sent"] for r in run["requests"]]
+    assert sent == pytest.approx([0.0, 0.1, 0.2, 0.3], abs=0.03) and run["scale"]["workers"] == 2
+    assert len(run["inputs"]["tokens"]) == 4
+
 
 def test_a_sweep_of_chat_requests_records_its_source_and_tokenizer(stub, tmp_path):
     run = run_json(stub, tmp_path, "--chat", "--sweep", "concurrency", "--sweep-values", "1,2", "--num-requests", "2",

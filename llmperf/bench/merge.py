@@ -5,7 +5,8 @@ The merge checks that they are the N shards of one schedule, each once: the same
 a shard may vary: its URL, shard, workers, start and output files), the same model, the same N. It puts every
 record on the wall clock (each file keeps its clock's offset from it), interleaves them in the schedule's order
 and recomputes every statistic from the records, as one run would (`metrics.summarize`): nothing is averaged
-across files. The server's /metrics, scraped by each machine apart, are left out. `--json` writes the merged
+across files. The server's /metrics, scraped by each machine apart, are left out; of the inputs' record, the
+source and tokenizer are kept (each shard counted only its own prompts). `--json` writes the merged
 run, whose records are on the wall clock; it merges again as a whole schedule (shard 0/1).
 """
 
@@ -106,5 +107,7 @@ def main(argv: list[str]) -> int:
                  "merged_from": list(args.files)}
         write_json(args.json, ["merge", *argv], first["url"], first["model"],
                    achieved_rate=achieved_rate(records), scale=scale, summary=asdict(summary),
-                   requests=[asdict(r) for r in records])
+                   requests=[asdict(r) for r in records],
+                   **({"inputs": {k: first["inputs"].get(k) for k in ("source", "tokenizer")}}
+                      if isinstance(first.get("inputs"), dict) else {}))
     return 0

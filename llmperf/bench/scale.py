@@ -98,7 +98,7 @@ def check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
         parser.error("a sweep runs its loads one after another in one process: --workers, --shard and "
                      "--start-at are for one load (--rate, --concurrency)")
     parts = args.workers * args.shard[1]
-    if args.concurrency is not None and args.concurrency < parts:
+    if parts > 1 and args.concurrency is not None and args.concurrency < parts:
         parser.error(f"--concurrency {args.concurrency} is the total over {parts} parts (workers × shards): give "
                      "at least one each")
     if args.workers > (os.cpu_count() or 1):
@@ -140,7 +140,8 @@ def clock_offset() -> float:
 
 def shifted(records: list[RequestRecord], by: float) -> list[RequestRecord]:
     """`records` with every time moved `by` seconds (from one clock to another)."""
-    return [replace(r, sent=r.sent + by, token_times=[t + by for t in r.token_times]) for r in records]
+    return [replace(r, sent=r.sent + by, token_times=[t + by for t in r.token_times],
+                    ended=None if r.ended is None else r.ended + by) for r in records]
 
 
 def conversations(records: list[RequestRecord]) -> list[list[RequestRecord]]:
