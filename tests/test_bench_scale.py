@@ -20,7 +20,7 @@ import pytest
 from llmperf.bench import arrival_gaps, main
 from llmperf.bench.load import achieved_rate
 from llmperf.bench.merge import MergeError, check
-from llmperf.bench.scale import _share, interleave, parse_shard, parse_time, shifted
+from llmperf.bench.scale import _share, drawn_rate, interleave, parse_shard, parse_time, shifted
 from llmperf.metrics import RequestRecord
 from tests.served import free_port
 from tests.stub_server import started
@@ -41,6 +41,20 @@ def test_shifted_moves_every_time_of_a_record():
     moved = shifted([done, cut, RequestRecord(5.0, [5.5])], 100.0)
     assert [(r.sent, list(r.token_times), r.ended) for r in moved] == [
         (101.0, [101.5, 102.0], 102.25), (103.0, [], 104.0), (105.0, [105.5], None)]
+
+
+def test_a_shards_drawn_rate_is_that_of_its_own_requests_in_the_schedule():
+    """One process's drawn rate is the schedule's (n − 1 gaps between n arrivals); a shard's counts only the gaps
+    between its own requests, every N-th, so two shards each draw about half the rate."""
+    from argparse import Namespace
+
+    gaps = lambda n: arrival_gaps(RATE, n, 1.0, 3)  # noqa: E731
+    whole = drawn_rate(Namespace(shard=(0, 1)), N, gaps)
+    assert whole == pytest.approx((N - 1) / sum(gaps(N)[1:]))
+    times = [sum(gaps(N)[:i + 1]) for i in range(N)][1::2]  # shard 1/2's arrivals
+    assert drawn_rate(Namespace(shard=(1, 2)), N // 2, gaps) == pytest.approx((len(times) - 1) / (times[-1] - times[0]))
+    assert drawn_rate(Namespace(shard=(1, 2)), N // 2, gaps) == pytest.approx(whole / 2, rel=0.3)
+    assert drawn_rate(Namespace(shard=(0, 2)), 1, gaps) is None
 
 
 def schedule(url: str, *more: str) -> list[str]:

@@ -197,8 +197,8 @@ def main(argv=None) -> int:
         return 1
     drawn = None
     arrived = sum(r.turn <= 1 for r in records)  # requests, or conversations
-    if args.rate is not None and math.isfinite(args.rate) and arrived > 1:
-        drawn = (arrived - 1) / sum(arrival_gaps(args.rate, arrived, args.burstiness, args.seed)[1:])
+    if args.rate is not None and math.isfinite(args.rate):  # a shard's own share of the schedule's gaps
+        drawn = scale.drawn_rate(args, arrived, lambda n: arrival_gaps(args.rate, n, args.burstiness, args.seed))
     load = describe_load(records, args.rate, args.concurrency, args.percentiles, drawn, args.warmups)
     if workload is not None and workload.schedule is not None:
         load = inputs.replayed(workload, records, args.concurrency, args.warmups)

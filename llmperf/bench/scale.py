@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import multiprocessing
 import os
 import queue
@@ -117,6 +118,16 @@ def describe(args: argparse.Namespace) -> str | None:
     if args.start_at is not None:
         said.append("from " + datetime.fromtimestamp(args.start_at, timezone.utc).isoformat(timespec="milliseconds"))
     return ", ".join(said) or None
+
+
+def drawn_rate(args: argparse.Namespace, arrived: int, gaps) -> float | None:
+    """The rate of the gaps drawn for this command's `arrived` requests of the schedule (its shard's: requests
+    I, I + N, ... of it), from `gaps(n)`, the schedule's first n gaps; None for fewer than two requests."""
+    index, shards = args.shard
+    if arrived < 2:
+        return None
+    times = list(itertools.accumulate(gaps(index + shards * (arrived - 1) + 1)))[index::shards]
+    return (len(times) - 1) / (times[-1] - times[0]) if times[-1] > times[0] else None
 
 
 def record(args: argparse.Namespace) -> dict:
