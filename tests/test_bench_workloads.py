@@ -213,6 +213,16 @@ def test_a_trace_sent_by_two_workers_keeps_its_times(stub, tmp_path):
     assert len(run["inputs"]["tokens"]) == 4
 
 
+def test_a_shard_records_the_counts_of_its_own_prompts(stub, tmp_path):
+    """Shard 1/2 sends prompts 1 and 3 of four; what the JSON says of the inputs is said of those two."""
+    import time
+
+    lines = write(tmp_path / "d.jsonl", [{"input_length": n, "output_length": 2} for n in (10, 20, 30, 40)])
+    run = run_json(stub, tmp_path, "--concurrency", "2", "--num-requests", "4", "--dataset", "jsonl",
+                   "--dataset-path", lines, "--shard", "1/2", "--start-at", f"{time.time() + 3:.3f}")
+    assert [r["client_prompt"] for r in run["inputs"]["tokens"]] == [20, 40] and len(run["requests"]) == 2
+
+
 def test_a_sweep_of_chat_requests_records_its_source_and_tokenizer(stub, tmp_path):
     run = run_json(stub, tmp_path, "--chat", "--sweep", "concurrency", "--sweep-values", "1,2", "--num-requests", "2",
                    "--input-len", "8", "--output-len", "2")

@@ -207,8 +207,9 @@ def main(argv=None) -> int:
     if scale.describe(args):
         print(scale.describe(args))
     print(format_summary(summary))
+    ours = workload and inputs.share(workload, *args.shard)  # a shard's own prompts
     if workload is not None:
-        print(inputs.counts(workload, records))
+        print(inputs.counts(ours, records))
     if args.turns > 1:
         print(conversations.by_turn(records, args.percentiles))
     print(names.legend())
@@ -220,7 +221,7 @@ def main(argv=None) -> int:
                            "after": view.after, "prefix_cache": view.prefix_cache, "preemptions": view.preemptions}
         write_json(args.json, argv, base, model, achieved_rate=achieved_rate(records), server_metrics=server,
                    scale=scale.record(args), summary=asdict(summary), requests=[asdict(r) for r in records],
-                   **({"inputs": inputs.record(workload, records)} if workload else {}))
+                   **({"inputs": inputs.record(ours, records)} if workload else {}))
     if args.csv:
         write_csv(records, args.csv)
     if args.plot:

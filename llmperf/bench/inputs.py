@@ -24,7 +24,7 @@ from __future__ import annotations
 import argparse
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..metrics import RequestRecord
 from . import conversations, datasets, text, workloads
@@ -144,6 +144,17 @@ def replayed(workload: Workload, records: Sequence[RequestRecord], concurrency: 
     head += f" ({warmups} warm-up requests first, not counted)" if warmups else ""
     arrived = achieved_rate(records)
     return head + (f"\nrequests arrived at {arrived:.3g}/s" if arrived is not None else "")
+
+
+def share(workload: Workload, index: int, shards: int) -> Workload:
+    """The part of `workload` that shard `index` of `shards` sends (prompts index, index + shards, ...: `scale`),
+    so that what is said of the inputs is said of the prompts this command sent."""
+    if shards == 1:
+        return workload
+    pick = slice(index, None, shards)
+    return replace(workload, prompts=workload.prompts[pick], outputs=workload.outputs[pick],
+                   counted=workload.counted[pick],
+                   schedule=None if workload.schedule is None else workload.schedule[pick])
 
 
 def record(workload: Workload, records: Sequence[RequestRecord]) -> dict:
