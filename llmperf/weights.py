@@ -22,7 +22,7 @@ from .config import ModelConfig, get_config
 from .cost import weight_bytes
 from .device import check_dtype, dtype_name, free_memory_bytes, pick_device
 from .model import Transformer
-from .tokenizer import GGUF_FILE, INSTALL_HINT, Tokenizer, smollm2_gguf_path  # noqa: F401 (names kept here too)
+from .tokenizer import Tokenizer, smollm2_gguf_path
 
 
 # GGUF tensor names -> our parameter names (per block, then global).

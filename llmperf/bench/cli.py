@@ -204,8 +204,8 @@ def main(argv=None) -> int:
         load = inputs.replayed(workload, records, args.concurrency, args.warmups)
     head = load.splitlines()[0]
     print(f"{model} at {base}, {load}")
-    if scale.describe(args):
-        print(scale.describe(args))
+    if split := scale.describe(args):
+        print(split)
     print(format_summary(summary))
     ours = workload and inputs.share(workload, *args.shard)  # a shard's own prompts
     if workload is not None:
