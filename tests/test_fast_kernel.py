@@ -8,6 +8,7 @@ import torch
 
 from llmperf import generate
 from llmperf.fast import choices, fuse, kernel, tuning
+from llmperf.fast.threads import ThreadCount
 from llmperf.generation import new_cache
 from tests.test_fast_tuning import faster
 from tests.test_model import cached_logits
@@ -137,7 +138,11 @@ def test_the_banner_says_where_the_decode_products_run(tiny, monkeypatch):
 
     monkeypatch.setattr(tuning, "time_in_step", faster("BLAS", []))
     fast = fuse(tiny, pack=True)
-    assert resolve(fast, max_model_len=64).decode_products.startswith("NumPy's BLAS at 1 row, then ")
+    assert resolve(fast, max_model_len=64).decode_products.startswith("NumPy's BLAS at 1 row (")
+    fast.numpy_step.adaptive = ThreadCount(2, 1)
+    assert "at 1 row (2 threads, 1 while that measures faster), then " in fast.products_said()
+    fast.numpy_step.adaptive = ThreadCount(1, 1)
+    assert "at 1 row (1 thread), then " in fast.products_said()
     fast.numpy_step.compiled, fast.numpy_step.kernel_rows, fast.numpy_step.fewest_rows = True, 4, 3
     said = fast.products_said()
     assert said.startswith("compiled (Numba, ") and "up to 4 rows, then " in said and "zero rows" not in said

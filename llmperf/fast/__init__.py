@@ -39,6 +39,11 @@ things keep the plain model in model.py well above that.
    pools of threads in one step fight over the cores. Without Numba the BLAS stays, and `tuning.report` says
    why.
 
+6. A thread that loses its core. Every product waits for its slowest thread, so when another program (or, in
+   a virtual machine, another guest) takes a core, the thread count measured fastest on a quiet machine can
+   run slower than fewer threads. `threads.ThreadCount` times the batch-1 step as it runs, tries the other
+   count for one step when the steps slow down, and keeps whichever is faster.
+
 What is left is the products plus the small NumPy ops between them
 (`profiling.numpy_step_times` splits a step; chapter 5 shows it);
 benchmarks/decode.py sets the step against llama.cpp's in the same run.
@@ -84,8 +89,9 @@ The package's modules: `fused` (the fused layers, `FusedTransformer`, `fuse`),
 `numpy_step` (`NumpyDecodeStep`), `blas` (what OpenBLAS does with a gemv),
 `packing` (weights packed once for products of several rows), `kernel` (the
 compiled product), `choices` (the thread count, the layouts, the kernel and the
-packing, each measured in the step on this host) and `tuning` (the candidates,
-the timing in turns, and the file that saves each choice per host).
+packing, each measured in the step on this host), `tuning` (the candidates,
+the timing in turns, and the file that saves each choice per host) and `threads`
+(the batch-1 step's thread count, chosen again as the machine's load changes).
 """
 
 from __future__ import annotations
@@ -96,7 +102,7 @@ from .blas import (OPENBLAS_ONE_THREAD_BELOW, available_threads, input_major, li
                    numpy_blas, numpy_uses_openblas, openblas_threads, threaded_gemv_rows)
 from .fused import FusedAttention, FusedFeedForward, FusedTransformer, fuse, linear  # noqa: F401
 from .numpy_step import NumpyDecodeStep, no_lap  # noqa: F401
-from . import choices, kernel, packing, tuning  # noqa: F401
+from . import choices, kernel, packing, threads, tuning  # noqa: F401
 
 
 _SERVED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # model -> its fused, packed form

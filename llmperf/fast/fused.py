@@ -1,7 +1,7 @@
 """The fused model: q/k/v and gate/up as one matrix each, sharing everything else with the plain model; a
 cached float32 decode step on a CPU, of one sequence or of a batch, runs as NumPy code
 (`numpy_step.NumpyDecodeStep`). How each matrix is stored for that step, and the other choices this host's
-measurements make, are `choices`.
+measurements make, are `choices`; the batch-1 step's thread count is chosen again as it runs (`threads`).
 """
 
 from __future__ import annotations
@@ -11,9 +11,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..model import Attention, FeedForward, Transformer, apply_rope, attend
-from . import choices, packing, tuning
+from . import blas, choices, packing, tuning
 from .choices import in_layout, matrices
 from .numpy_step import NumpyDecodeStep
+from .threads import ThreadCount, other_count
 
 
 class Linear(nn.Linear):
@@ -118,6 +119,9 @@ class FusedTransformer(Transformer):
         self.numpy_step = NumpyDecodeStep(self, compiled) if for_numpy else None
         if threads is not None:
             self.numpy_step.threads = threads  # its steps run OpenBLAS on them, whatever another model set
+            if compiled or blas.can_limit_threads():  # and a batch-1 step on fewer or more while the load says so
+                best = self.numpy_step.kernel_threads if compiled else threads
+                self.numpy_step.adaptive = ThreadCount(best, other_count(best, blas.available_threads()))
 
     def linears(self) -> list[Linear]:
         """Every product's layer: each block's wqkv, wo, w13 and w2, and the LM head."""
@@ -151,7 +155,7 @@ class FusedTransformer(Transformer):
 
     def products_said(self) -> str:
         """Where this model's decode steps multiply, as this host's measurements chose (for a server's banner), e.g.
-        "compiled (Numba, 2 threads) up to 4 rows, then packed (oneDNN)"."""
+        "compiled (Numba, 2 threads, 1 while that measures faster) up to 4 rows, then packed (oneDNN)"."""
         step = self.numpy_step
         if step is None:
             return "PyTorch's"
@@ -159,10 +163,15 @@ class FusedTransformer(Transformer):
         alone = step.kernel_rows if step.compiled else 1  # rows the library never sees
         if step.fewest_rows > alone + 1:
             library += f", fewer than {step.fewest_rows} rows given zero rows up to {step.fewest_rows}"
+        counter = step.adaptive
+        count = counter.best if counter else step.kernel_threads if step.compiled else step.threads
+        threads = tuning.threads_name(count) if count else "its threads"
+        if counter and counter.adapts:
+            threads += f", {counter.other} while that measures faster"
         if not step.compiled:
-            return f"NumPy's BLAS at 1 row, then {library}"
+            return f"NumPy's BLAS at 1 row ({threads}), then {library}"
         most = f"up to {step.kernel_rows} rows" if step.kernel_rows else "at 1 row"
-        return f"compiled (Numba, {step.kernel_threads} threads) {most}, then {library}"
+        return f"compiled (Numba, {threads}) {most}, then {library}"
 
     def runs_in_numpy(self, tokens: torch.Tensor, input_pos, cache) -> bool:
         """Is this pass one for `numpy_step`? One cached token per sequence (a decode step, of one sequence or

@@ -8,6 +8,7 @@ a server's decode step needs).
 from __future__ import annotations
 
 import math
+import time
 from typing import NamedTuple
 
 import numpy as np
@@ -16,6 +17,7 @@ import torch
 from ..cost import ATTENTION, KV_WRITE, LM_HEAD, NORMS, OTHER, PROJECTIONS
 from ..kv_cache import KVCache
 from . import blas, kernel
+from .threads import ThreadCount
 
 MATRICES = ("wqkv", "wo", "w13", "w2", "head")  # the matrices the step multiplies, by their fused names
 
@@ -82,6 +84,9 @@ class NumpyDecodeStep:
         # OpenBLAS's threads for the products, set as each step starts (choices.measured_threads); None: as they are
         self.threads: int | None = None
         self.kernel_threads = blas.available_threads()  # the compiled kernel's: Numba's, one per core we may use
+        # A batch-1 step's threads chosen again from its steps' times while the machine's load changes (`threads`);
+        # None: always `threads` (or `kernel_threads`), as while `choices` measures
+        self.adaptive: ThreadCount | None = None
         half = cfg.head_dim // 2
         # RoPE's rotate-half, out = x·cos + [-x₂, x₁]·sin, as x·cos + swap(x)·sin_signed: each head's two halves
         # swapped by a view, and the sign folded into a copy of the sine table (max_seq_len, 2, hd/2).
@@ -134,10 +139,12 @@ class NumpyDecodeStep:
         d, H, Hkv, hd = cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
         kv, at = cache.numpy_layers(), np.asarray([pos])  # the cache's reads and writes on its own memory
         cos, sin = self.cos[pos], self.sin_signed[pos]  # (2, hd/2) each
+        started = time.perf_counter()
+        threads = self.adaptive.now() if self.adaptive else None
         if self.compiled:
-            kernel.use_threads(self.kernel_threads)  # Numba's count is per calling thread: a server's may differ
-        elif self.threads is not None:
-            blas.use_threads(self.threads)  # another fused model in this process may have set another count
+            kernel.use_threads(threads or self.kernel_threads)  # Numba's count is per calling thread
+        elif threads or self.threads:
+            blas.use_threads(threads or self.threads)  # another fused model in this process may have set another
         x = self.embedding[token]  # (d,), a view: every update below makes a new x
         lap(OTHER)
         for i, (norm1, wqkv, wo, norm2, w13, w2) in enumerate(self.layers):
@@ -175,6 +182,8 @@ class NumpyDecodeStep:
         lap(NORMS)
         logits = h @ self.head  # (d,) @ (d, vocab)
         lap(LM_HEAD)
+        if self.adaptive:
+            self.adaptive.record(time.perf_counter() - started)
         return logits
 
     def batch(self, tokens, positions, cache: KVCache, lap=no_lap) -> np.ndarray:
