@@ -50,6 +50,7 @@ from llmperf.config import get_config
 from llmperf.device import (DTYPES, check_dtype, dtype_name, environment, free_memory_bytes, pick_device,
                             synchronize)
 from llmperf.fast import fuse, numpy_blas, tuning
+from llmperf.host import Steal
 from llmperf.metrics import RequestTimes
 from llmperf.weights import check_fits, load_smollm2_transformers, smollm2_gguf_path
 
@@ -301,16 +302,17 @@ def main(argv=None) -> int:
     env = setup(device)
     print(env)
     rows, fused_float32, ratios = [], None, []
-    for d in [] if args.skip_smollm2 else dtypes:
-        new_rows, fused_tpot = smollm2_rows(device, DTYPES[d], args)
-        rows += new_rows
-        fused_float32 = fused_tpot if d == "float32" else fused_float32
-    if llama_cpp:
-        rows += llama_cpp_rows(*llama_cpp, args)
-        if args.pairs:
-            ratios = paired_with_llama_cpp(fused_float32, *llama_cpp, args)
-    if device.type == "cuda":
-        rows += big_rows(device, args)
+    with Steal() as steal:  # what the host's hypervisor took meanwhile: a thread that stops holds up every product
+        for d in [] if args.skip_smollm2 else dtypes:
+            new_rows, fused_tpot = smollm2_rows(device, DTYPES[d], args)
+            rows += new_rows
+            fused_float32 = fused_tpot if d == "float32" else fused_float32
+        if llama_cpp:
+            rows += llama_cpp_rows(*llama_cpp, args)
+            if args.pairs:
+                ratios = paired_with_llama_cpp(fused_float32, *llama_cpp, args)
+        if device.type == "cuda":
+            rows += big_rows(device, args)
 
     print(f"{'model':14} {'dtype':9} {'variant':15} {'ms/token':>9} {'tokens/s':>9} {'GB/s':>7} {'probe GB/s':>15} "
           f"{'of probe':>9}")
@@ -331,9 +333,10 @@ def main(argv=None) -> int:
                   f"transformers' tokens/s (plain: {by['llmperf plain']['tokens_per_s'] / by['transformers']['tokens_per_s']:.2f}x)")
     if device.type == "cpu" and "float32" in dtypes:
         print(tuning.report())  # how the fused model stored each matrix on this host, and why
+    print(benchresults.steal_said(steal.share))
     if args.json:
         results = {"rows": rows, "fused_over_llama_cpp_pairs": ratios, "numpy_step_layouts": tuning.timings()}
-        benchresults.save(benchresults.result("decode", env, results, argv), args.json)
+        benchresults.save(benchresults.result("decode", env, results, argv, steal.share), args.json)
         print(f"wrote {args.json}")
     return 0
 

@@ -53,6 +53,7 @@ import torch
 from llmperf import benchresults
 from llmperf.bench import run, synthetic_prompts
 from llmperf.device import DTYPES, environment, pick_device
+from llmperf.host import Steal
 from llmperf.scheduler.scheduler import POLICIES
 from llmperf.metrics import summarize
 
@@ -234,7 +235,8 @@ def main(argv=None) -> int:
         elif args.llama_cpp:
             print("llama.cpp: no llama-server on PATH and $LLAMA_SERVER unset, so no llama.cpp rows (the "
                   "benchmarks page, \"llama.cpp beside it\", builds one).")
-        rows, ratios = compare(commands, levels, args)
+        with Steal() as steal:  # what the host's hypervisor took meanwhile
+            rows, ratios = compare(commands, levels, args)
     print(f"\nclosed loop, {args.input_len}-token prompts, 1 to {2 * args.output_len - 1} new tokens each")
     print(f"{'policy':<15} {'clients':>7} {'tokens/s':>9} {'per user':>9} {'TTFT p50':>9} {'p99':>8} "
           f"{'TPOT p50':>9} {'p99':>8} {'E2E p50':>8} {'stall':>7}  (ms)")
@@ -253,10 +255,13 @@ def main(argv=None) -> int:
                 paired) > 1 else ""
             print(f"at {clients}: llmperf.serve made {statistics.median(paired):.2f}x llama-server's output "
                   f"tokens/s{spread}")
+    share = None if args.url else steal.share
+    if not args.url:
+        print(benchresults.steal_said(share))
     if args.json:
         results = {"rows": rows, "dtype": args.dtype, "input_len": args.input_len, "output_len": args.output_len,
                    "continuous_over_llama_server": {str(c): r for c, r in ratios.items()}}
-        benchresults.save(benchresults.result("serving", env, results, argv), args.json)
+        benchresults.save(benchresults.result("serving", env, results, argv, share), args.json)
         print(f"wrote {args.json}")
     return 0
 

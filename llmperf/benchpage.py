@@ -287,6 +287,8 @@ def runs(benchmark: str, where=None) -> list[tuple[str, list, str]]:
         if benchmark == "step_anatomy" and steps_table(data["results"]) is not None:
             tables.append(steps_table(data["results"]))
         heading = f"{machine_label(data['machine'])}, {data['date'][:10]} ({provenance(data)})"
+        if "steal" in data:  # recorded since the runs could be told apart by it
+            heading += f"; {data['steal']:.1%} of the CPUs' time stolen by the hypervisor during the run"
         found.append((heading, tables, SENTENCES[benchmark](data["results"])))
     return found
 

@@ -63,13 +63,23 @@ def commit(root: Path = ROOT) -> str | None:
     return (done.stdout.strip() or None) if done.returncode == 0 else None
 
 
-def result(benchmark: str, environment: dict, results: dict, argv: list[str] | None = None) -> dict:
+def result(benchmark: str, environment: dict, results: dict, argv: list[str] | None = None,
+           steal: float | None = None) -> dict:
     """One run's file contents: `results` of benchmarks/`benchmark`.py run with `argv` (default: this process's
-    arguments) on this machine, dated now, at this commit."""
+    arguments) on this machine, dated now, at this commit; with `steal`, the share of the CPUs' time a hypervisor
+    gave to other guests during the run (`host.Steal`), if the machine reports it."""
     argv = sys.argv[1:] if argv is None else argv
     return {"format": FORMAT, "version": VERSION, "benchmark": benchmark, "machine": machine(environment),
             "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "commit": commit(),
-            "command": [f"benchmarks/{benchmark}.py", *map(str, argv)], "results": results}
+            "command": [f"benchmarks/{benchmark}.py", *map(str, argv)], "results": results,
+            **({"steal": round(steal, 4)} if steal is not None else {})}
+
+
+def steal_said(share: float | None) -> str:
+    """A run's steal (`host.Steal`) as the benchmarks print it and the page shows it."""
+    if share is None:
+        return "steal: not reported here (Linux's /proc/stat counts it)"
+    return f"steal: {share:.1%} of the CPUs' time went to other guests of this virtual machine's host during the run"
 
 
 def _fail(path, what: str):

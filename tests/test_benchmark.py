@@ -2,6 +2,7 @@
 asserted)."""
 
 import importlib.util
+import json
 import argparse
 import pathlib
 
@@ -49,6 +50,12 @@ def test_decode_benchmark_writes_its_table(tmp_path, capsys, monkeypatch):
         assert r["probe"] == "read" and r["probe_GBps"] > 0
     out = capsys.readouterr().out
     assert "llmperf fused" in out and "no llama-bench on PATH" in out
+    assert "steal: " in out and (0 <= table_steal(out_file=tmp_path / "decode.json") <= 1)
+
+
+def table_steal(out_file: pathlib.Path) -> float:
+    """The steal a benchmark's JSON recorded: 0 where the machine does not report it (not Linux)."""
+    return json.loads(out_file.read_text()).get("steal", 0)
 
 
 def fake_llama_cpp(folder: pathlib.Path, tokens_per_s: float) -> pathlib.Path:

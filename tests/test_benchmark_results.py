@@ -254,6 +254,44 @@ def test_the_page_shows_each_machines_newest_run_or_says_there_is_none(tmp_path,
     assert list(page.overview(tmp_path)["file"]) == ["benchmarks/results/decode-test.json"]
 
 
+def test_a_runs_steal_is_kept_and_shown_where_the_machine_reports_it(tmp_path):
+    br.save({**a_result(), "steal": 0.236}, tmp_path / "decode-stolen.json")
+    (heading, _, _), = page.runs("decode", tmp_path)
+    assert heading.endswith("; 23.6% of the CPUs' time stolen by the hypervisor during the run")
+    assert "steal" not in a_result()  # none recorded: none said (the page's older runs)
+    assert br.steal_said(0.01) == ("steal: 1.0% of the CPUs' time went to other guests of this virtual machine's "
+                                   "host during the run")
+    assert "not reported here" in br.steal_said(None)
+
+
+@pytest.mark.parametrize("lines, want", [
+    (["cpu  100 0 50 800 10 0 0 40 0 0", "cpu  200 0 100 1600 20 0 0 80 0 0"], 40 / 1000),
+    (["cpu  100 0 50 800 10 0 0", "cpu  200 0 100 1600 20 0 0"], 0.0),  # a kernel without the steal column
+    (["cpu  100 0 50 800 10 0 0 40 0 0", "cpu  100 0 50 800 10 0 0 40 0 0"], None),  # no tick went by
+])
+def test_steal_is_the_share_of_the_ticks_in_between(lines, want, monkeypatch):
+    import builtins
+    import io
+
+    from llmperf import host
+
+    reads, real_open = iter(lines), builtins.open
+    monkeypatch.setattr(builtins, "open", lambda path, *a, **k: io.StringIO(next(reads) + "\n")
+                        if path == "/proc/stat" else real_open(path, *a, **k))
+    with host.Steal() as steal:
+        assert steal.share is None  # not until the block ends
+    assert steal.share == (pytest.approx(want) if want is not None else None)
+
+
+def test_steal_is_none_where_there_is_no_proc_stat(monkeypatch):
+    from llmperf import host
+
+    monkeypatch.setattr(host, "cpu_times", lambda: None)
+    with host.Steal() as steal:
+        pass
+    assert steal.share is None
+
+
 def test_the_page_notebook_is_committed_bare_hidden_narrow_and_shows_every_benchmark():
     notebook = json.loads((br.ROOT / "book" / "benchmarks.ipynb").read_text(encoding="utf-8"))
     cells = [c for c in notebook["cells"] if c["cell_type"] == "code"]
