@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+from concurrent.futures import ThreadPoolExecutor
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -129,10 +130,11 @@ def graded(request, tmp_path_factory) -> Graded:
     planted.parent.mkdir()
     planted.write_text(json.dumps(nb))
 
-    return Graded(result, _cases(result / "autograder"),
-                  grading.grade(autograder, solution, out / "graded_reference"),
-                  grading.grade(autograder, starter, out / "graded_starter"),
-                  grading.grade(autograder, planted, out / "graded_planted"))
+    # The three gradings are three `otter run` processes, each mostly a kernel starting and importing: run at once
+    with ThreadPoolExecutor(3) as pool:
+        graded = pool.map(lambda submission, folder: grading.grade(autograder, submission, out / folder),
+                          (solution, starter, planted), ("graded_reference", "graded_starter", "graded_planted"))
+        return Graded(result, _cases(result / "autograder"), *graded)
 
 
 def test_reference_solution_scores_full_marks(graded):
