@@ -7,8 +7,8 @@ another program busy on one core, or a virtual machine's host giving a core's ti
 counts that as "steal" in /proc/stat). A thread that loses its core for a few milliseconds holds up every product
 in that time, so on a loaded machine fewer threads than the measured best can run a step faster.
 
-`ThreadCount` keeps two counts: the measured best, and one other (half as many, or, where the best is fewer than
-the cores, every core). After each step it is told how long the step took (`record`), and it keeps each count's
+`ThreadCount` keeps two counts: the measured best, and one other (half as many, or every core where the best is
+one thread). After each step it is told how long the step took (`record`), and it keeps each count's
 last `WINDOW` times. It runs one count at a time and tries the other for a single step (a probe):
 
 - once, when the first window is full (the load may have been there from the start);
@@ -19,7 +19,8 @@ A probe faster than the running count's median wins: its count runs from the nex
 makes the running count's present median its usual one (the steps are slower for another reason, a longer
 context, and the other count would not help); after that the usual median only falls, to the lowest seen. So on
 a quiet machine it runs the measured best, at the cost of one probe; under a steady load it settles on whichever
-count the load lets run faster.
+count the load lets run faster. (A best that was measured under a load since gone loses its first probe to the other
+count, which then runs, with the best probed every `PROBE_EVERY` steps.)
 
 Plain Python and no NumPy: a step's time is all it reads.
 """
@@ -41,7 +42,7 @@ PROBE_EVERY = 32
 
 def other_count(best: int, cores: int) -> int:
     """The count tried beside the measured `best` on a machine with `cores` cores: half as many, or every core
-    where `best` is 1 (or fewer than the cores while half would be the same)."""
+    where `best` is 1 (1 again on one core: nothing to try, `ThreadCount.adapts` is False)."""
     if best > 1:
         return best // 2
     return cores
