@@ -76,7 +76,7 @@ def result(benchmark: str, environment: dict, results: dict, argv: list[str] | N
 
 
 def steal_said(share: float | None) -> str:
-    """A run's steal (`host.Steal`) as the benchmarks print it and the page shows it."""
+    """A run's steal (`host.Steal`) as the benchmarks print it (the page's heading says it in its own words)."""
     if share is None:
         return "steal: not reported here (Linux's /proc/stat counts it)"
     return f"steal: {share:.1%} of the CPUs' time went to other guests of this virtual machine's host during the run"

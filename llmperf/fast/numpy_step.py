@@ -140,11 +140,11 @@ class NumpyDecodeStep:
         kv, at = cache.numpy_layers(), np.asarray([pos])  # the cache's reads and writes on its own memory
         cos, sin = self.cos[pos], self.sin_signed[pos]  # (2, hd/2) each
         started = time.perf_counter()
-        threads = self.adaptive.now() if self.adaptive else None
+        threads = self.adaptive.now() if self.adaptive else self.kernel_threads if self.compiled else self.threads
         if self.compiled:
-            kernel.use_threads(threads or self.kernel_threads)  # Numba's count is per calling thread
-        elif threads or self.threads:
-            blas.use_threads(threads or self.threads)  # another fused model in this process may have set another
+            kernel.use_threads(threads)  # Numba's count is per calling thread: a server's may differ
+        elif threads is not None:
+            blas.use_threads(threads)  # another fused model in this process may have set another count
         x = self.embedding[token]  # (d,), a view: every update below makes a new x
         lap(OTHER)
         for i, (norm1, wqkv, wo, norm2, w13, w2) in enumerate(self.layers):
