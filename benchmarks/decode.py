@@ -333,7 +333,7 @@ def main(argv=None) -> int:
                   f"transformers' tokens/s (plain: {by['llmperf plain']['tokens_per_s'] / by['transformers']['tokens_per_s']:.2f}x)")
     if device.type == "cpu" and "float32" in dtypes:
         print(tuning.report())  # how the fused model stored each matrix on this host, and why
-    print(benchresults.steal_said(steal.share))
+    print(f"steal: {benchresults.steal_said(steal.share)}")
     if args.json:
         results = {"rows": rows, "fused_over_llama_cpp_pairs": ratios, "numpy_step_layouts": tuning.timings()}
         benchresults.save(benchresults.result("decode", env, results, argv, steal.share), args.json)

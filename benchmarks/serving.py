@@ -257,7 +257,7 @@ def main(argv=None) -> int:
                   f"tokens/s{spread}")
     share = None if args.url else steal.share
     if not args.url:
-        print(benchresults.steal_said(share))
+        print(f"steal: {benchresults.steal_said(share)}")
     if args.json:
         results = {"rows": rows, "dtype": args.dtype, "input_len": args.input_len, "output_len": args.output_len,
                    "continuous_over_llama_server": {str(c): r for c, r in ratios.items()}}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import statistics
 
-from .benchresults import BENCHMARKS, committed, latest
+from .benchresults import committed, latest, steal_said
 from .ceilingpage import ceiling_sentence, ceiling_table
 from .wording import SAME, speed_change, times
 from .cost import KIND_LABELS
@@ -288,7 +288,7 @@ def runs(benchmark: str, where=None) -> list[tuple[str, list, str]]:
             tables.append(steps_table(data["results"]))
         heading = f"{machine_label(data['machine'])}, {data['date'][:10]} ({provenance(data)})"
         if "steal" in data:  # recorded since the runs could be told apart by it
-            heading += f"; {data['steal']:.1%} of the CPUs' time stolen by the hypervisor during the run"
+            heading += f"; {steal_said(data['steal'])}"
         found.append((heading, tables, SENTENCES[benchmark](data["results"])))
     return found
 

@@ -76,10 +76,11 @@ def result(benchmark: str, environment: dict, results: dict, argv: list[str] | N
 
 
 def steal_said(share: float | None) -> str:
-    """A run's steal (`host.Steal`) as the benchmarks print it (the page's heading says it in its own words)."""
+    """A run's steal (`host.Steal`) in the words the benchmarks print and the benchmarks page's headings use:
+    "1.0% of the CPUs' time stolen by the hypervisor during the run"."""
     if share is None:
-        return "steal: not reported here (Linux's /proc/stat counts it)"
-    return f"steal: {share:.1%} of the CPUs' time went to other guests of this virtual machine's host during the run"
+        return "no steal reported here (Linux's /proc/stat counts it)"
+    return f"{share:.1%} of the CPUs' time stolen by the hypervisor during the run"
 
 
 def _fail(path, what: str):
