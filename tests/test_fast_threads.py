@@ -1,5 +1,6 @@
-"""The batch-1 step's thread count follows the machine's load: `fast.threads.ThreadCount` on made-up step times
-(each rule, and any sequence of times), and a fused model's steps switching threads give the same tokens."""
+"""A step's thread count follows the machine's load, at batch 1 and per batch size: `fast.threads.ThreadCount` on
+made-up step times (each rule, and any sequence of times), and a fused model's steps switching threads give the
+same tokens and logits."""
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -115,3 +116,39 @@ def test_a_fused_model_adapts_where_its_threads_are_measured_and_switching_keeps
     fast.numpy_step.adaptive = EveryStep(2, 1)
     prompt = tok.encode_chat("Name three planets.")
     assert generate(fast, prompt, 24).tolist() == generate(model, prompt, 24).tolist()
+
+
+def test_a_batch_steps_threads_follow_the_load_per_batch_size_and_switching_keeps_the_numbers(tiny, monkeypatch,
+                                                                                                 tmp_path):
+    import torch
+
+    from llmperf.fast import numpy_step
+    from llmperf.generation import new_cache
+
+    monkeypatch.setenv("LLMPERF_CACHE_DIR", str(tmp_path))
+    pytorchs = torch.get_num_threads()
+    fast = fuse(tiny, pack=True)
+    step = fast.numpy_step
+    assert step.batch_counts == {}  # made, and held off while pack() measured its choices
+
+    class EveryStep(ThreadCount):  # switches at every step: the worst case for the numbers
+        def __init__(self, best, other):
+            super().__init__(best, 1 if best > 1 else 2)  # a count that differs, on any machine
+
+        def now(self):
+            self.running = self.other if self.running == self.best else self.best
+            return self.running
+
+    monkeypatch.setattr(numpy_step, "ThreadCount", EveryStep)
+    for rows in (2, 3):
+        caches = new_cache(tiny, rows, 8), new_cache(tiny, rows, 8)
+        for pos in range(4):
+            tokens, at = torch.arange(rows)[:, None] + 3 * pos, torch.full((rows, 1), pos)
+            with torch.inference_mode():
+                plain, fused = tiny(tokens, at, caches[0]), fast(tokens, at, caches[1])
+            assert torch.allclose(fused, plain, atol=1e-5)
+            assert torch.get_num_threads() == pytorchs  # PyTorch's own count again once the step is done
+    counted = {rows for rows, _ in step.batch_counts}
+    assert counted == {2, 3} and all(c.best >= 1 for c in step.batch_counts.values())
+    step.batch_counts = None  # as while a choice is measured: PyTorch's count as it is
+    assert step.batch_count(2, False) is None

@@ -1,7 +1,7 @@
 """The fused model: q/k/v and gate/up as one matrix each, sharing everything else with the plain model; a
 cached float32 decode step on a CPU, of one sequence or of a batch, runs as NumPy code
 (`numpy_step.NumpyDecodeStep`). How each matrix is stored for that step, and the other choices this host's
-measurements make, are `choices`; the batch-1 step's thread count is chosen again as it runs (`threads`).
+measurements make, are `choices`; a step's thread count is chosen again as it runs (`threads`).
 """
 
 from __future__ import annotations
@@ -122,6 +122,7 @@ class FusedTransformer(Transformer):
             if compiled or blas.can_limit_threads():  # and a batch-1 step on fewer or more while the load says so
                 best = self.numpy_step.kernel_threads if compiled else threads
                 self.numpy_step.adaptive = ThreadCount(best, other_count(best, blas.available_threads()))
+            self.numpy_step.batch_counts = {}  # a batch step's too, per batch size (PyTorch's threads can be set)
 
     def linears(self) -> list[Linear]:
         """Every product's layer: each block's wqkv, wo, w13 and w2, and the LM head."""
@@ -134,9 +135,17 @@ class FusedTransformer(Transformer):
         several rows faster so (`choices.measured_products`: measured once, saved), give a batch step's products
         the fewest rows this host multiplies fastest (`choices.measured_fewest_rows`, saved too), and, where the
         batch-1 products run compiled, the most rows the compiled kernel takes (`choices.measured_kernel_rows`).
-        Returns whether it packed."""
+        Each is measured with the batch steps' thread counts held fixed. Returns whether it packed."""
         if self.numpy_step is None or not packing.available():
             return False
+        step, counts = self.numpy_step, self.numpy_step.batch_counts
+        step.batch_counts = None  # each choice is measured on fixed thread counts
+        try:
+            return self._pack()
+        finally:
+            step.batch_counts = None if counts is None else {}  # counted afresh on the products chosen
+
+    def _pack(self) -> bool:
         chosen = tuning.saved_choice(tuning.PRODUCTS, matrices(self))
         packs = {} if chosen == "plain" else {layer: packing.pack(layer.weight) for layer in self.linears()}
         if chosen is None:
@@ -163,6 +172,10 @@ class FusedTransformer(Transformer):
         alone = step.kernel_rows if step.compiled else 1  # rows the library never sees
         if step.fewest_rows > alone + 1:
             library += f", fewer than {step.fewest_rows} rows given zero rows up to {step.fewest_rows}"
+        torch_threads = torch.get_num_threads()
+        other = other_count(torch_threads, blas.available_threads())
+        if step.batch_counts is not None and other != torch_threads:  # a batch step's threads follow the load too
+            library += f"; {tuning.threads_name(torch_threads)}, {other} while that measures faster"
         counter = step.adaptive
         count = counter.best if counter else step.kernel_threads if step.compiled else step.threads
         threads = tuning.threads_name(count) if count else "its threads"

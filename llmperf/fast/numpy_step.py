@@ -17,7 +17,7 @@ import torch
 from ..cost import ATTENTION, KV_WRITE, LM_HEAD, NORMS, OTHER, PROJECTIONS
 from ..kv_cache import KVCache
 from . import blas, kernel
-from .threads import ThreadCount
+from .threads import ThreadCount, other_count
 
 MATRICES = ("wqkv", "wo", "w13", "w2", "head")  # the matrices the step multiplies, by their fused names
 
@@ -87,6 +87,9 @@ class NumpyDecodeStep:
         # A batch-1 step's threads chosen again from its steps' times while the machine's load changes (`threads`);
         # None: always `threads` (or `kernel_threads`), as while `choices` measures
         self.adaptive: ThreadCount | None = None
+        # A batch step's threads, per batch size and the products' place (`batch_count`), chosen again the same way;
+        # None: PyTorch's count (or `kernel_threads`) as it is, as while `choices` measures
+        self.batch_counts: dict[tuple[int, bool], ThreadCount] | None = None
         half = cfg.head_dim // 2
         # RoPE's rotate-half, out = x·cos + [-x₂, x₁]·sin, as x·cos + swap(x)·sin_signed: each head's two halves
         # swapped by a view, and the sign folded into a copy of the sine table (max_seq_len, 2, hd/2).
@@ -196,14 +199,20 @@ class NumpyDecodeStep:
         from its packed copy if the model was packed (`FusedTransformer.pack`), else with PyTorch's own product
         (`choices.measured_products` chooses, on this host). NumPy's own product (OpenBLAS's gemm) would pack
         every weight anew at every call and has no packed copy to read. Attention reads each row's own keys, up
-        to its own position (`attend_rows`), all rows in one batched product."""
+        to its own position (`attend_rows`), all rows in one batched product. Where `batch_counts` is set, the
+        products' threads follow the machine's load, per batch size (`batch_count`)."""
         cfg = self.cfg
         H, Hkv, hd = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
         kv = cache.numpy_layers()  # the cache's reads and writes on its own memory
+        started = time.perf_counter()
+        in_kernel = self.compiled and len(tokens) <= self.kernel_rows
+        counter = self.batch_count(len(tokens), in_kernel)
         if self.threads is not None:
             blas.use_threads(self.threads)  # for its NumPy products (attention); the weights' run in PyTorch
-        if self.compiled and len(tokens) <= self.kernel_rows:
-            kernel.use_threads(self.kernel_threads)  # ... or in the compiled kernel
+        if in_kernel:
+            kernel.use_threads(counter.now() if counter else self.kernel_threads)  # ... or in the compiled kernel
+        elif counter and torch.get_num_threads() != counter.now():
+            torch.set_num_threads(counter.now())
         positions = np.asarray([int(p) for p in positions])  # (B,)
         B, T = len(positions), int(positions.max()) + 1  # T: the longest row's positions, 0..T-1
         # -inf on the keys after each row's own position, 0 elsewhere: (B, 1, 1, T), added to each row's scores
@@ -243,7 +252,25 @@ class NumpyDecodeStep:
         lap(NORMS)
         logits = self.product(h, self.batch_head, self.head)  # (B, d) × (d, vocab)
         lap(LM_HEAD)
+        if counter:
+            counter.record(time.perf_counter() - started)
+            if not in_kernel and torch.get_num_threads() != counter.best:
+                torch.set_num_threads(counter.best)  # a prefill, or any other PyTorch work, on PyTorch's own count
         return logits
+
+    def batch_count(self, rows: int, in_kernel: bool) -> ThreadCount | None:
+        """The thread count of a batch step of `rows` sequences whose products run in the compiled kernel
+        (`in_kernel`) or in PyTorch, made at the first such step: its best is the kernel's threads or PyTorch's
+        count then, the other count beside it (`threads.other_count`). One per batch size: a step of 4 rows and
+        one of 2 take different times, and a count's median must compare like with like. None where
+        `batch_counts` is None."""
+        if self.batch_counts is None:
+            return None
+        key = (rows, in_kernel)
+        if key not in self.batch_counts:
+            best = self.kernel_threads if in_kernel else torch.get_num_threads()
+            self.batch_counts[key] = ThreadCount(best, other_count(best, blas.available_threads()))
+        return self.batch_counts[key]
 
     def attend_rows(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, later: np.ndarray) -> np.ndarray:
         """`attend` for B sequences at once, each for its one new token at its own position: q (B, H, 2, hd/2) as

@@ -1,4 +1,6 @@
-"""The batch-1 step's thread count, chosen again while the step runs, from the times of its own steps.
+"""A decode step's thread count, chosen again while the steps run, from the times of the steps themselves: the
+batch-1 step's (`NumpyDecodeStep.adaptive`) and a batch step's, one count per batch size
+(`NumpyDecodeStep.batch_count`).
 
 A memory-bound product is split among threads, and it ends when the last thread ends: every one of the step's
 products (four a layer, and the head) waits for the slowest thread. `choices.measured_threads` finds the count
@@ -49,7 +51,7 @@ def other_count(best: int, cores: int) -> int:
 
 
 class ThreadCount:
-    """The thread count for the next batch-1 step (`now`), changed by the times of the steps (`record`).
+    """The thread count for the next step of one kind (`now`), changed by the times of the steps (`record`).
 
     Invariants: `now()` is `best` or `other`; the count it runs stays until a probe of the other count is faster
     than its median, so a switch is always to a count just measured faster. `switches` and `probes` count
