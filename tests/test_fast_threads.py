@@ -148,7 +148,14 @@ def test_a_batch_steps_threads_follow_the_load_per_batch_size_and_switching_keep
                 plain, fused = tiny(tokens, at, caches[0]), fast(tokens, at, caches[1])
             assert torch.allclose(fused, plain, atol=1e-5)
             assert torch.get_num_threads() == pytorchs  # PyTorch's own count again once the step is done
-    counted = {rows for rows, _ in step.batch_counts}
+    counted = {rows for rows, _, _ in step.batch_counts}
     assert counted == {2, 3} and all(c.best >= 1 for c in step.batch_counts.values())
+    torch.set_num_threads(1)  # the reader's own count, set anew: counted on its own, and kept after the step
+    try:
+        with torch.inference_mode():
+            fast(torch.tensor([[3], [4], [5]]), torch.tensor([[4], [4], [4]]), caches[1])
+        assert torch.get_num_threads() == 1 and any(best == 1 for _, _, best in step.batch_counts)
+    finally:
+        torch.set_num_threads(pytorchs)
     step.batch_counts = None  # as while a choice is measured: PyTorch's count as it is
     assert step.batch_count(2, False) is None

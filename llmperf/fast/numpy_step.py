@@ -89,7 +89,7 @@ class NumpyDecodeStep:
         self.adaptive: ThreadCount | None = None
         # A batch step's threads, per batch size and the products' place (`batch_count`), chosen again the same way;
         # None: PyTorch's count (or `kernel_threads`) as it is, as while `choices` measures
-        self.batch_counts: dict[tuple[int, bool], ThreadCount] | None = None
+        self.batch_counts: dict[tuple[int, bool, int], ThreadCount] | None = None
         half = cfg.head_dim // 2
         # RoPE's rotate-half, out = x·cos + [-x₂, x₁]·sin, as x·cos + swap(x)·sin_signed: each head's two halves
         # swapped by a view, and the sign folded into a copy of the sine table (max_seq_len, 2, hd/2).
@@ -204,14 +204,14 @@ class NumpyDecodeStep:
         cfg = self.cfg
         H, Hkv, hd = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
         kv = cache.numpy_layers()  # the cache's reads and writes on its own memory
-        started = time.perf_counter()
+        started, pytorchs = time.perf_counter(), torch.get_num_threads()
         in_kernel = self.compiled and len(tokens) <= self.kernel_rows
         counter = self.batch_count(len(tokens), in_kernel)
         if self.threads is not None:
             blas.use_threads(self.threads)  # for its NumPy products (attention); the weights' run in PyTorch
         if in_kernel:
             kernel.use_threads(counter.now() if counter else self.kernel_threads)  # ... or in the compiled kernel
-        elif counter and torch.get_num_threads() != counter.now():
+        elif counter and counter.now() != pytorchs:
             torch.set_num_threads(counter.now())
         positions = np.asarray([int(p) for p in positions])  # (B,)
         B, T = len(positions), int(positions.max()) + 1  # T: the longest row's positions, 0..T-1
@@ -254,21 +254,21 @@ class NumpyDecodeStep:
         lap(LM_HEAD)
         if counter:
             counter.record(time.perf_counter() - started)
-            if not in_kernel and torch.get_num_threads() != counter.best:
-                torch.set_num_threads(counter.best)  # a prefill, or any other PyTorch work, on PyTorch's own count
+            if torch.get_num_threads() != pytorchs:
+                torch.set_num_threads(pytorchs)  # a prefill, or any other PyTorch work, on the count it had
         return logits
 
     def batch_count(self, rows: int, in_kernel: bool) -> ThreadCount | None:
         """The thread count of a batch step of `rows` sequences whose products run in the compiled kernel
-        (`in_kernel`) or in PyTorch, made at the first such step: its best is the kernel's threads or PyTorch's
-        count then, the other count beside it (`threads.other_count`). One per batch size: a step of 4 rows and
-        one of 2 take different times, and a count's median must compare like with like. None where
-        `batch_counts` is None."""
+        (`in_kernel`) or in PyTorch: its best is the kernel's threads or PyTorch's count now, the other count
+        beside it (`threads.other_count`). One per batch size and best: a step of 4 rows and one of 2 take
+        different times, and a count's median must compare like with like; a count set anew with
+        torch.set_num_threads starts a count of its own. None where `batch_counts` is None."""
         if self.batch_counts is None:
             return None
-        key = (rows, in_kernel)
+        best = self.kernel_threads if in_kernel else torch.get_num_threads()
+        key = (rows, in_kernel, best)
         if key not in self.batch_counts:
-            best = self.kernel_threads if in_kernel else torch.get_num_threads()
             self.batch_counts[key] = ThreadCount(best, other_count(best, blas.available_threads()))
         return self.batch_counts[key]
 
