@@ -322,6 +322,11 @@ def test_batch_sweep_check():
         records.sweep([2e-3, 8.1e-3, 9e-3]).check()
     with pytest.raises(AssertionError, match="beat the roofline"):
         records.sweep([2e-3, 2.1e-3, 2.4e-3], roof_s=(1e-3, 3e-3, 1e-3)).check()
+    # a probe that read low (the machine busy meanwhile): held to the faster probe taken after the steps instead
+    low = records.sweep([2e-3, 2.1e-3, 2.4e-3], roof_s=(1e-3, 3e-3, 1e-3))
+    dataclasses.replace(low, floor_s=[1e-3, 2e-3, 1e-3]).check()
+    with pytest.raises(AssertionError, match="beat the roofline"):
+        dataclasses.replace(low, floor_s=[1e-3, 3e-3, 1e-3]).check()
 
 
 def test_gap_to_roof(tiny_setup):
@@ -396,6 +401,15 @@ def test_context_sweep_check():
         records.contexts([2e-3, 2.5e-3], contexts=(256, 2048)).check()
     with pytest.raises(AssertionError, match="beat the roofline"):
         records.contexts([2e-3, 2.5e-3], roof_s=(1e-3, 3e-3)).check()
+    dataclasses.replace(records.contexts([2e-3, 2.5e-3], roof_s=(1e-3, 3e-3)), floor_s=[1e-3, 2e-3]).check()
+
+
+def test_the_faster_probe_keeps_the_faster_read_bandwidth(monkeypatch):
+    here = records.HERE
+    for again, want in ((2 * here.bandwidth, 2 * here.bandwidth), (here.bandwidth / 2, here.bandwidth)):
+        monkeypatch.setattr(hardware, "measure_bandwidth", lambda device, repeat=5, rate=again: {"read": rate})
+        faster = hardware.faster_probe(here, "cpu")
+        assert faster.bandwidth == want and faster.flops == here.flops and faster.name == here.name
 
 
 def test_figures(tiny_setup):
