@@ -168,7 +168,8 @@ class BatchSweep:
 
 def batch_sweep(s, here: Accelerator, rounds: int | None = None) -> BatchSweep:
     """Time one decode step of `s.model` at each batch of `s.sizes.decode_batches`, in turns for `rounds` rounds
-    (default 3 · sizes.repeat), and predict each on `here` (this machine's probe)."""
+    (default 3 · sizes.repeat), and predict each on `here` (this machine's probe); `check` holds each to the
+    roofline on the faster of `here` and a probe taken right after the steps (`hardware.faster_probe`)."""
     cfg, bpp, ctx, batches = s.model.cfg, s.dtype.itemsize, s.sizes.decode_context, list(s.sizes.decode_batches)
     timings = time_in_turns({b: forward_fn(s.model, batch=b, context=ctx) for b in batches},
                                 rounds=rounds or 3 * s.sizes.repeat, device=s.device, desc="decode step, batch sweep")

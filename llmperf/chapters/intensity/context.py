@@ -121,7 +121,8 @@ class ContextSweep:
 
 def context_sweep(s, here: Accelerator, batch: int = 1, rounds: int | None = None) -> ContextSweep:
     """Time one decode step of `batch` sequences at each context of `s.sizes.decode_contexts`, in turns for
-    `rounds` rounds (default 2 · sizes.repeat), and predict each on `here` (this machine's probe)."""
+    `rounds` rounds (default 2 · sizes.repeat), and predict each on `here` (this machine's probe); `check` holds
+    each to the roofline on the faster of `here` and a probe taken right after the steps (`hardware.faster_probe`)."""
     cfg, bpp, contexts = s.model.cfg, s.dtype.itemsize, list(s.sizes.decode_contexts)
     timings = time_in_turns({c: forward_fn(s.model, batch=batch, context=c) for c in contexts},
                                 rounds=rounds or 2 * s.sizes.repeat, device=s.device, desc="decode step, context sweep")
