@@ -79,10 +79,9 @@ def standing(where=None):
     return pd.DataFrame(rows, columns=columns).set_index("machine")
 
 
-def standing_sentence(where=None) -> str:
-    """How many of the table's figures are level with or ahead of their anchors, and, machine by machine, which
-    are behind."""
-    table = standing(where)
+def standing_sentence(table) -> str:
+    """How many of `table`'s figures (`standing`'s) are level with or ahead of their anchors, and, machine by
+    machine, which are behind."""
     if table.empty:
         return "No committed run measured the package beside an anchor."
     behind = table[table["verdict"].str.startswith("behind")]

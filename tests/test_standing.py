@@ -44,7 +44,7 @@ def test_each_figure_stands_beside_its_anchor_with_the_runs_ratio(tmp_path):
     assert (four["llmperf"], four["anchor"]) == ("160.0 tokens/s", "168.0 tokens/s")
     assert four["range"] == "1.20–1.30 (3 rounds)"
     assert four["verdict"] == "ahead of"
-    assert standing.standing_sentence(tmp_path) == (
+    assert standing.standing_sentence(standing.standing(tmp_path)) == (
         f"Of 4 figures, 3 are level with or ahead of their anchors. Behind: on the {HERE}, "
         "decode tokens/s ÷ llama.cpp F32's (0.90).")
 
@@ -57,12 +57,13 @@ def test_each_figure_stands_beside_its_anchor_with_the_runs_ratio(tmp_path):
 ])
 def test_the_sentence_names_what_is_behind_and_nothing_else(tmp_path, pairs, said):
     save(tmp_path, "decode", decode(pairs=pairs))
-    assert said.format(HERE=HERE) in standing.standing_sentence(tmp_path)
+    assert said.format(HERE=HERE) in standing.standing_sentence(standing.standing(tmp_path))
 
 
 def test_a_run_without_an_anchor_gives_no_row_and_no_run_says_so(tmp_path):
     assert standing.standing(tmp_path).empty
-    assert standing.standing_sentence(tmp_path) == "No committed run measured the package beside an anchor."
+    assert standing.standing_sentence(standing.standing(tmp_path)) == ("No committed run measured the package "
+                                                                        "beside an anchor.")
     save(tmp_path, "decode", decode(llama=None, transformers=None))  # the fused model alone
     save(tmp_path, "serving", {"rows": [{"policy": "continuous", "concurrency": 1, "output_tokens_per_s": 9.0}]})
     save(tmp_path, "decode", {"rows": [{"variant": "CUDA Graph", "model": "llama-3-8b", "ms_per_token": 7.0}]},
@@ -73,4 +74,4 @@ def test_a_run_without_an_anchor_gives_no_row_and_no_run_says_so(tmp_path):
 def test_the_committed_results_give_a_table_with_a_row_per_anchor():
     table = standing.standing()
     assert not table.empty and set(table["verdict"].str.split(",").str[0]) <= {"ahead of", "level with", "behind"}
-    assert standing.standing_sentence().startswith(f"Of {len(table)} figures, ")
+    assert standing.standing_sentence(table).startswith(f"Of {len(table)} figures, ")
