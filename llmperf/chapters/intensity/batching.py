@@ -174,13 +174,14 @@ def batch_sweep(s, here: Accelerator, rounds: int | None = None) -> BatchSweep:
     timings = time_in_turns({b: forward_fn(s.model, batch=b, context=ctx) for b in batches},
                                 rounds=rounds or 3 * s.sizes.repeat, device=s.device, desc="decode step, batch sweep")
     faster = hardware.faster_probe(here, s.device)
+    parts = [cost.decode_parts(cfg, ctx + 1, b, bpp) for b in batches]
     return BatchSweep(
         device_type=s.device.type, context=ctx, batches=batches, step_s=[timings[b].median for b in batches],
         nbytes=[cost.decode_bytes(cfg, ctx + 1, b, bpp).total for b in batches],
         nflops=[cost.decode_flops(cfg, ctx + 1, b).total for b in batches], bandwidth=here.bandwidth,
-        roof_s=[hardware.roofline_time_in_parts(cost.decode_parts(cfg, ctx + 1, b, bpp), here) for b in batches],
+        roof_s=[hardware.roofline_time_in_parts(p, here) for p in parts],
         kv_equals_weights_at=kv_equals_weights_at(cfg, ctx + 1, bpp),
-        floor_s=[hardware.roofline_time_in_parts(cost.decode_parts(cfg, ctx + 1, b, bpp), faster) for b in batches])
+        floor_s=[hardware.roofline_time_in_parts(p, faster) for p in parts])
 
 
 CUDA_GRAPHS_POST = {"kernel": GRAPH_KERNEL_S, "synced": GRAPH_SYNCED_S, "async": GRAPH_ASYNC_S,

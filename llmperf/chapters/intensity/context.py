@@ -127,12 +127,11 @@ def context_sweep(s, here: Accelerator, batch: int = 1, rounds: int | None = Non
     timings = time_in_turns({c: forward_fn(s.model, batch=batch, context=c) for c in contexts},
                                 rounds=rounds or 2 * s.sizes.repeat, device=s.device, desc="decode step, context sweep")
     faster = hardware.faster_probe(here, s.device)
+    parts = [cost.decode_parts(cfg, c + 1, batch, bpp) for c in contexts]
     return ContextSweep(
         device_type=s.device.type, dtype=dtype_name(s.dtype), batch=batch, contexts=contexts,
         tpot_s=[timings[c].median for c in contexts],
         nbytes=[cost.decode_bytes(cfg, c + 1, batch, bpp).total for c in contexts],
         kv_bytes=[cost.kv_cache_bytes(cfg, c + 1, batch, bpp) for c in contexts],
-        roof_s=[hardware.roofline_time_in_parts(cost.decode_parts(cfg, c + 1, batch, bpp), here) for c in contexts],
-        bandwidth=here.bandwidth,
-        floor_s=[hardware.roofline_time_in_parts(cost.decode_parts(cfg, c + 1, batch, bpp), faster)
-                 for c in contexts])
+        roof_s=[hardware.roofline_time_in_parts(p, here) for p in parts], bandwidth=here.bandwidth,
+        floor_s=[hardware.roofline_time_in_parts(p, faster) for p in parts])
