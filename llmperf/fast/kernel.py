@@ -4,10 +4,12 @@ memory's rate.
 At batch 1 every product is a matrix–vector product, out = W·x with W (out, in): each weight is read once and
 used for one multiply-add, so the product can go no faster than W's bytes ÷ the memory's bandwidth. `gemv` is
 the whole algorithm: W's rows are cut into blocks of `ROWS_PER_BLOCK`, the blocks shared among the threads
-(`prange`), and each row's dot product with x taken in one pass over the row. x (a few KB) stays in the L1
-cache; W streams from memory once. Numba compiles the loop with LLVM (`fastmath` lets it reorder the sum, which
-is what lets it use vector instructions and several sums at once), so the rounding differs from a BLAS's in the
-last bits only.
+(`prange`), and the dot products with x of four rows at a time taken in one pass over the four rows. x (a few
+KB) stays in the L1 cache; W streams from memory once. Four rows rather than one: the four sums share each load
+of x, and one core keeps four streams of W in flight instead of one, which it can read faster. (Whether it does
+is measured, like everything about the kernel.) Numba compiles the loop with LLVM (`fastmath` lets it reorder
+the sum, which is what lets it use vector instructions and several sums at once), so the rounding differs from
+a BLAS's in the last bits only.
 
 Why a loop of our own, when NumPy's BLAS has a gemv? A library's gemv is tuned for many shapes on many
 processors; on a given host some of the step's shapes fall off its fast path (one thread below a size, or a
@@ -42,24 +44,47 @@ SmolLM2's smallest matrix (576 rows) gives every thread of a small machine sever
 
 def gemv(w: np.ndarray, x: np.ndarray, out: np.ndarray) -> None:
     """out = w @ x, for w (rows, cols) float32 and C-contiguous, x (cols,),
-    out (rows,): written in place."""
+    out (rows,): written in place. Four rows at a time: four sums in registers, one load of x for all four."""
     rows, cols = w.shape
     blocks = (rows + ROWS_PER_BLOCK - 1) // ROWS_PER_BLOCK
     for block in prange(blocks):  # the blocks, shared among the threads
         first = block * ROWS_PER_BLOCK
-        for r in range(first, min(rows, first + ROWS_PER_BLOCK)):
+        last = min(rows, first + ROWS_PER_BLOCK)
+        fours = first + (last - first) // 4 * 4
+        for r in range(first, fours, 4):
+            t0 = t1 = t2 = t3 = np.float32(0)
+            for c in range(cols):  # one pass over rows r..r+3, vectorised
+                t0 += w[r, c] * x[c]
+                t1 += w[r + 1, c] * x[c]
+                t2 += w[r + 2, c] * x[c]
+                t3 += w[r + 3, c] * x[c]
+            out[r], out[r + 1], out[r + 2], out[r + 3] = t0, t1, t2, t3
+        for r in range(fours, last):  # the block's last rows, if its rows are not a multiple of four
             total = np.float32(0)
-            for c in range(cols):  # one pass over row r, vectorised
+            for c in range(cols):
                 total += w[r, c] * x[c]
             out[r] = total
 
 
 def gemm_rows(w: np.ndarray, x: np.ndarray, out: np.ndarray) -> None:
     """out = x @ w.T, for w (rows, cols), x (B, cols), out (B, rows): a few sequences' rows at once, each weight row
-    read from memory once and then from the L1 cache for every row of x (what a batch's decode step needs)."""
+    read from memory once and then from the L1 cache for every row of x (what a batch's decode step needs). Four
+    weight rows at a time, as `gemv` takes them."""
     rows, cols = w.shape
     for block in prange((rows + ROWS_PER_BLOCK - 1) // ROWS_PER_BLOCK):
-        for r in range(block * ROWS_PER_BLOCK, min(rows, (block + 1) * ROWS_PER_BLOCK)):
+        first = block * ROWS_PER_BLOCK
+        last = min(rows, first + ROWS_PER_BLOCK)
+        fours = first + (last - first) // 4 * 4
+        for r in range(first, fours, 4):
+            for b in range(x.shape[0]):  # rows r..r+3 come from memory for b = 0, from the L1 cache after
+                t0 = t1 = t2 = t3 = np.float32(0)
+                for c in range(cols):
+                    t0 += w[r, c] * x[b, c]
+                    t1 += w[r + 1, c] * x[b, c]
+                    t2 += w[r + 2, c] * x[b, c]
+                    t3 += w[r + 3, c] * x[b, c]
+                out[b, r], out[b, r + 1], out[b, r + 2], out[b, r + 3] = t0, t1, t2, t3
+        for r in range(fours, last):
             for b in range(x.shape[0]):
                 total = np.float32(0)
                 for c in range(cols):
