@@ -29,6 +29,8 @@ length (continuous batching, chapter 6). Then every row has its own mask.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import torch
 from torch import nn
@@ -171,3 +173,23 @@ class ContiguousRows:
     def read(self, layer: int, T: int) -> tuple[np.ndarray, np.ndarray]:
         """Every row's keys and values at positions 0..T-1, each (B, Hkv, T, hd)."""
         return self.k[layer, :self.batch_size, :, :T], self.v[layer, :self.batch_size, :, :T]
+
+    def blocks(self) -> "Blocks":
+        """Row 0's keys and values where they are, as a paged cache's (`Blocks`): one block, the row's whole
+        capacity, whose table is [0]."""
+        layer, row, head, position, _ = (n // self.k.itemsize for n in self.k.strides)  # (L, B, Hkv, capacity, hd)
+        return Blocks(self.k.reshape(-1), self.v.reshape(-1), np.zeros(1, np.int64), self.k.shape[3],
+                      np.array([layer, row, position, head], np.int64))
+
+
+class Blocks(NamedTuple):
+    """One sequence's keys and values for code that reads them in place (`fast.compiled_step`), paged or not: the
+    key of layer l, position t, key/value head h is the hd elements of `k` from
+    l·strides[0] + table[t // block_size]·strides[1] + (t % block_size)·strides[2] + h·strides[3] on (and the
+    value, of `v`)."""
+
+    k: np.ndarray  # the whole buffer, flat: a view
+    v: np.ndarray
+    table: np.ndarray  # (blocks,) int64: the sequence's block ids, in order
+    block_size: int
+    strides: np.ndarray  # (4,) int64: elements between layers, blocks, positions in a block, and heads

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from .config import ModelConfig
-from .kv_cache import causal_mask
+from .kv_cache import Blocks, causal_mask
 
 
 def bytes_per_block(cfg: ModelConfig, block_size: int, dtype: torch.dtype) -> int:
@@ -135,3 +135,9 @@ class PagedRows:
                 rows = pool[self.table[:, :n]]  # (B, n, bs, Hkv, hd): gathered
             out.append(rows.reshape(B, n * self.bs, *rows.shape[3:])[:, :T].transpose(0, 2, 1, 3))  # (B, Hkv, T, hd)
         return out[0], out[1]
+
+    def blocks(self) -> Blocks:
+        """Row 0's keys and values where they are, in the pool (`kv_cache.Blocks`): no copy, no gather."""
+        layer, block, position, head, _ = (n // self.k.itemsize for n in self.k.strides)  # (L, blocks + 1, bs, Hkv, hd)
+        return Blocks(self.k.reshape(-1), self.v.reshape(-1), self.table[0], self.bs,
+                      np.array([layer, block, position, head], np.int64))

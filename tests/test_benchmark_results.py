@@ -163,6 +163,12 @@ def test_decode_sentences_for_the_fused_step_the_graph_and_the_roof():
            "machine: 19.00 ms a step compiled against 21.00 ms in the BLAS." in text
     layouts["kernel: wqkv 960x576"]["step seconds"]["compiled"] = 0.022
     assert "products ran in NumPy's BLAS" in page.decode_sentence(decode(numpy_step_layouts=layouts))
+    whole = {"batch-1 step: wqkv 960x576": {"chosen": "compiled", "step seconds": {"BLAS": 0.021, "compiled": 0.018}}}
+    assert page.kernel_choice({"numpy_step_layouts": whole}) == (
+        "The fused step ran in the loops Numba compiles (`llmperf.fast.compiled_step`), measured in whole steps on "
+        "this machine: 18.00 ms a step compiled against 21.00 ms in the BLAS.")
+    whole["batch-1 step: wqkv 960x576"]["step seconds"]["compiled"] = 0.022
+    assert page.kernel_choice({"numpy_step_layouts": whole}).startswith("The fused step ran in NumPy's BLAS")
     assert page.kernel_choice({"numpy_step_layouts": {"wqkv 960x576": {}}}) is None
     table = page.decode_table(decode(("llmperf fused", 20.0, {})))
     assert list(table.columns) == ["ms/token", "tokens/s"] and table["tokens/s"].iloc[0] == "50.0"

@@ -87,7 +87,7 @@ def test_the_kernel_is_kept_only_where_it_measured_faster(tiny, monkeypatch):
     monkeypatch.setattr(tuning, "time_in_step", faster("BLAS", calls))
     fast = fuse(tiny)
     assert not fast.numpy_step.compiled and ["BLAS", "compiled"] in calls
-    assert "kernel: " in tuning.report() and "BLAS 1.00 ms, compiled 2.00 ms" in tuning.report()
+    assert "batch-1 step: " in tuning.report() and "BLAS 1.00 ms, compiled 2.00 ms" in tuning.report()
     monkeypatch.setattr(tuning, "time_in_step", faster(tuning.COMPILED, calls))
     assert not fuse(tiny).numpy_step.compiled  # kept per host: not measured again
     monkeypatch.setattr(tuning, "host_key", lambda threads=None: "another processor | another BLAS | 2 threads")

@@ -36,8 +36,10 @@ things keep the plain model in model.py well above that.
    the product as a short loop that Numba compiles (each thread streams its own rows of W once), and
    `choices.measured_kernel` times whole steps with the step's products all in it and all in the BLAS, in
    turns, and keeps the faster on this host. All or none: the compiled loop runs on Numba's threads, and two
-   pools of threads in one step fight over the cores. Without Numba the BLAS stays, and `tuning.report` says
-   why.
+   pools of threads in one step fight over the cores. Where the products run compiled, so does the rest of the
+   step (`compiled_step`: one compiled call per layer): between two products that stream megabytes through
+   the caches, a few dozen small NumPy calls find their own code and data evicted, each time. Without Numba
+   the BLAS stays, and `tuning.report` says why.
 
 6. A thread that loses its core. Every product waits for its slowest thread, so when another program (or, in
    a virtual machine, another guest) takes a core, the thread count measured fastest on a quiet machine can
@@ -88,7 +90,7 @@ to count a step's ops, and time the NumPy step with `profiling.numpy_step_times`
 The package's modules: `fused` (the fused layers, `FusedTransformer`, `fuse`),
 `numpy_step` (`NumpyDecodeStep`), `blas` (what OpenBLAS does with a gemv),
 `packing` (weights packed once for products of several rows), `kernel` (the
-compiled product), `choices` (the thread count, the layouts, the kernel and the
+compiled product), `compiled_step` (the batch-1 step's layer compiled whole), `choices` (the thread count, the layouts, the kernel and the
 packing, each measured in the step on this host), `tuning` (the candidates,
 the timing in turns, and the file that saves each choice per host) and `threads`
 (the batch-1 step's thread count, chosen again as the machine's load changes).

@@ -4,8 +4,8 @@ Six choices, each made the first time a model of its shape runs on a host and sa
 
     measured_threads      how many threads OpenBLAS runs the step's products on
     measured_layouts      how each kind of matrix (wqkv, wo, w13, w2, head) is stored for the step (`in_layout`)
-    measured_kernel       whether the batch-1 step's products run in NumPy's BLAS (as laid out) or in the
-                          compiled kernel (`kernel`)
+    measured_kernel       whether the batch-1 step runs as NumPy code, its products in NumPy's BLAS (as laid
+                          out), or compiled whole, its products in the compiled kernel (`compiled_step`)
     measured_products     whether products of several rows read weights packed once (`packing`) or run
                           PyTorch's own product
     measured_fewest_rows  the fewest rows a batch step's products are given (zero rows appended)
@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 
 from ..model import Transformer
-from . import blas, kernel, tuning
+from . import blas, compiled_step, kernel, tuning
 from .numpy_step import MATRICES
 
 
@@ -95,11 +95,12 @@ def measured_layouts(model: Transformer, build_step) -> dict[str, str]:
 
 @torch.no_grad()
 def measured_kernel(model: Transformer, build_step, layouts: dict[str, str]) -> str:
-    """Where the batch-1 step's products run on this host: "BLAS" (NumPy's, its matrices stored as `layouts`) or
-    `tuning.COMPILED` (the compiled kernel, every matrix as it is): saved from an earlier measurement, or measured
-    now, whole steps of `build_step(model, layouts)` with its products in each, in turns, and saved. "BLAS",
-    without measuring, where the kernel cannot run here (`kernel.why_not`). All of a step's products run in one or
-    the other: Numba's threads and OpenBLAS's would fight over the cores in a step that used both."""
+    """Where the batch-1 step runs on this host: "BLAS" (NumPy's code, its products in NumPy's BLAS, its matrices
+    stored as `layouts`) or `tuning.COMPILED` (the step compiled whole, `compiled_step`, its products in the
+    compiled kernel, every matrix as it is): saved from an earlier measurement, or measured now, whole steps of
+    `build_step(model, layouts)` each way, in turns, and saved. "BLAS", without measuring, where the kernel cannot
+    run here (`kernel.why_not`). All of a step's products run in one or the other: Numba's threads and OpenBLAS's
+    would fight over the cores in a step that used both."""
     from ..generation import new_cache
 
     shapes = matrices(model)
@@ -107,6 +108,7 @@ def measured_kernel(model: Transformer, build_step, layouts: dict[str, str]) -> 
         return "BLAS"
     chosen = tuning.saved_choice(tuning.KERNEL, shapes)
     if chosen is None:
+        compiled_step.why_not()  # compiled now (several seconds the first time), not inside a timed step
         step, compiled = build_step(model, layouts), build_step(model, dict.fromkeys(layouts, tuning.COMPILED))
         options = {"BLAS": (False, {name: step.matrix(name) for name in MATRICES}),  # as `layouts` stored them
                    tuning.COMPILED: (True, {name: compiled.matrix(name) for name in MATRICES})}  # as they are

@@ -16,7 +16,7 @@ import torch
 
 from ..cost import ATTENTION, KV_WRITE, LM_HEAD, NORMS, OTHER, PROJECTIONS
 from ..kv_cache import KVCache
-from . import blas, kernel
+from . import blas, compiled_step, kernel
 from .threads import ThreadCount, other_count
 
 MATRICES = ("wqkv", "wo", "w13", "w2", "head")  # the matrices the step multiplies, by their fused names
@@ -48,7 +48,8 @@ class NumpyDecodeStep:
     token's keys and values into the cache, in place, and returns the logits, (vocab,) float32.
     `lap(kind)` is called after each stretch of lines with the kind of op those lines ran
     (`cost.OP_KINDS`), so that a stopwatch can split the step's time the way chapter 5 splits the
-    plain model's.
+    plain model's. Where the products run compiled, the whole step does, one compiled call per layer
+    (`compiled_step`), unless a stopwatch is given: the NumPy code (`numpy_code`) is what it splits.
     """
 
     def __init__(self, model, compiled: bool = False):
@@ -138,16 +139,26 @@ class NumpyDecodeStep:
         return y
 
     def __call__(self, token: int, pos: int, cache: KVCache, lap=no_lap) -> np.ndarray:
-        cfg = self.cfg
-        d, H, Hkv, hd = cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
-        kv, at = cache.numpy_layers(), np.asarray([pos])  # the cache's reads and writes on its own memory
-        cos, sin = self.cos[pos], self.sin_signed[pos]  # (2, hd/2) each
         started = time.perf_counter()
         threads = self.adaptive.now() if self.adaptive else self.kernel_threads if self.compiled else self.threads
         if self.compiled:
             kernel.use_threads(threads)  # Numba's count is per calling thread: a server's may differ
         elif threads is not None:
             blas.use_threads(threads)  # another fused model in this process may have set another count
+        if self.compiled and lap is no_lap and compiled_step.why_not() is None:
+            logits = compiled_step.decode(self, token, pos, cache)  # the lines below, one compiled call a layer
+        else:
+            logits = self.numpy_code(token, pos, cache, lap)
+        if self.adaptive:
+            self.adaptive.record(time.perf_counter() - started)
+        return logits
+
+    def numpy_code(self, token: int, pos: int, cache: KVCache, lap=no_lap) -> np.ndarray:
+        """The step as NumPy code, its products in NumPy's BLAS or the compiled kernel (`__call__`)."""
+        cfg = self.cfg
+        d, H, Hkv, hd = cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
+        kv, at = cache.numpy_layers(), np.asarray([pos])  # the cache's reads and writes on its own memory
+        cos, sin = self.cos[pos], self.sin_signed[pos]  # (2, hd/2) each
         x = self.embedding[token]  # (d,), a view: every update below makes a new x
         lap(OTHER)
         for i, (norm1, wqkv, wo, norm2, w13, w2) in enumerate(self.layers):
@@ -185,8 +196,6 @@ class NumpyDecodeStep:
         lap(NORMS)
         logits = h @ self.head  # (d,) @ (d, vocab)
         lap(LM_HEAD)
-        if self.adaptive:
-            self.adaptive.record(time.perf_counter() - started)
         return logits
 
     def batch(self, tokens, positions, cache: KVCache, lap=no_lap) -> np.ndarray:

@@ -123,12 +123,13 @@ def save_layouts(shapes: dict[str, tuple[int, int, bool]], layouts: dict[str, st
            for name, shape in shapes.items()})
 
 
-PRODUCTS, FEWEST_ROWS, THREADS, KERNEL, KERNEL_ROWS = ("several rows", "fewest rows", "threads", "kernel",
+PRODUCTS, FEWEST_ROWS, THREADS, KERNEL, KERNEL_ROWS = ("several rows", "fewest rows", "threads", "batch-1 step",
                                                       "kernel's most rows")
 """What `saved_choice` and `save_choice` read and write for a model's matrices: how products of several rows are run
 ("packed" or "plain", `choices.measured_products`), the fewest rows a batch step's products are given
 (`choices.measured_fewest_rows`), the threads OpenBLAS runs the step's products on (`choices.measured_threads`),
-where the batch-1 step's products run ("BLAS" or `COMPILED`, `choices.measured_kernel`), and the most rows a
+where the batch-1 step runs ("BLAS": NumPy's code, its products in NumPy's BLAS; or `COMPILED`: the compiled step,
+`compiled_step`; `choices.measured_kernel`; "kernel" in results saved before the step was compiled whole), and the most rows a
 batch step's products run in the compiled kernel (`choices.measured_kernel_rows`)."""
 
 COMPILED = "compiled"
