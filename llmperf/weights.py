@@ -20,6 +20,7 @@ import torch
 
 from .config import ModelConfig, get_config
 from .cost import weight_bytes
+from . import hugepages
 from .device import check_dtype, dtype_name, free_memory_bytes, pick_device
 from .model import Transformer
 from .tokenizer import Tokenizer, smollm2_gguf_path
@@ -141,10 +142,15 @@ def check_fits(cfg: ModelConfig, device: torch.device, dtype: torch.dtype, headr
 
 
 def empty_model(cfg: ModelConfig, device: torch.device, dtype: torch.dtype) -> Transformer:
-    """A model of `cfg` on `device` with uninitialised weights, allocated once, directly in `dtype`."""
+    """A model of `cfg` on `device` with uninitialised weights, allocated once, directly in `dtype`; on a CPU, all
+    of them in one block of memory advised for huge pages (`hugepages.materialize`: a decode step streams them)."""
     with torch.device("meta"):  # build the module tree without allocating any memory
-        model = Transformer(cfg)
-    model = model.to(dtype=dtype).to_empty(device=device).requires_grad_(False)  # inference only
+        model = Transformer(cfg).to(dtype=dtype)
+    if device.type == "cpu":
+        hugepages.materialize(model)
+    else:
+        model = model.to_empty(device=device)
+    model.requires_grad_(False)  # inference only
     model.tie_weights()  # re-tie: materialising gives each module its own tensor
     model.init_rope()  # the rotary tables were placeholders on the meta device
     return model

@@ -90,7 +90,8 @@ to count a step's ops, and time the NumPy step with `profiling.numpy_step_times`
 The package's modules: `fused` (the fused layers, `FusedTransformer`, `fuse`),
 `numpy_step` (`NumpyDecodeStep`), `blas` (what OpenBLAS does with a gemv),
 `packing` (weights packed once for products of several rows), `kernel` (the
-compiled product), `compiled_step` (the batch-1 step's layer compiled whole), `choices` (the thread count, the layouts, the kernel and the
+compiled product), `compiled_step` (the batch-1 step's layer compiled whole),
+`choices` (the thread count, the layouts, the kernel and the
 packing, each measured in the step on this host), `tuning` (the candidates,
 the timing in turns, and the file that saves each choice per host) and `threads`
 (the batch-1 step's thread count, chosen again as the machine's load changes).

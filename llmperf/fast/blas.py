@@ -16,6 +16,8 @@ import os
 import numpy as np
 import torch
 
+from .. import hugepages
+
 
 OPENBLAS_ONE_THREAD_BELOW = 115_200 * 4
 """OpenBLAS runs a float32 gemv on one thread when its matrix has fewer elements than this (its interface/gemv.c:
@@ -113,4 +115,4 @@ def input_major(weight: torch.Tensor) -> torch.Tensor:
     depends on the host; `tuning` measures it, and `choices.in_layout` calls this where input-major won. PyTorch
     reads the view.
     """
-    return weight.t().contiguous().t()
+    return hugepages.contiguous(weight.t()).t()

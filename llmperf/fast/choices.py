@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import torch
 
+from .. import hugepages
 from ..model import Transformer
 from . import blas, compiled_step, kernel, tuning
 from .numpy_step import MATRICES
@@ -35,7 +36,7 @@ def in_layout(weight: torch.Tensor, layout: str | None) -> tuple[torch.Tensor, t
         return blas.input_major(weight), None
     if layout == "output-major, padded":
         rows = blas.threaded_gemv_rows(*weight.shape, blas.openblas_threads())
-        padded = torch.cat([weight.detach(), weight.new_zeros(rows - weight.shape[0], weight.shape[1])])
+        padded = hugepages.cat([weight.detach(), weight.new_zeros(rows - weight.shape[0], weight.shape[1])])
         return padded[:weight.shape[0]], padded  # (out, in): a view of the padded copy, (rows, in)
     return weight, None
 

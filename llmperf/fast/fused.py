@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .. import hugepages
 from ..model import Attention, FeedForward, Transformer, apply_rope, attend
 from . import blas, choices, packing, tuning
 from .choices import in_layout, matrices
@@ -49,7 +50,7 @@ class FusedAttention(nn.Module):
         layouts = layouts or {}
         self.layer_id = attn.layer_id
         self.n_heads, self.n_kv_heads, self.head_dim = attn.n_heads, attn.n_kv_heads, attn.head_dim
-        wqkv = torch.cat([attn.wq.weight, attn.wk.weight, attn.wv.weight])  # (q_dim + 2·kv_dim, d)
+        wqkv = hugepages.cat([attn.wq.weight, attn.wk.weight, attn.wv.weight])  # (q_dim + 2·kv_dim, d)
         self.wqkv = linear(in_layout(wqkv, layouts.get("wqkv"))[0])
         wo, self.wo_padded = in_layout(attn.wo.weight, layouts.get("wo"))  # (d, q): shared, unless stored otherwise
         self.wo = linear(wo)
@@ -72,7 +73,7 @@ class FusedFeedForward(nn.Module):
     def __init__(self, ff: FeedForward, layouts: dict[str, str] | None = None):
         super().__init__()
         layouts = layouts or {}
-        self.w13 = linear(in_layout(torch.cat([ff.w1.weight, ff.w3.weight]), layouts.get("w13"))[0])  # (2·d_ff, d)
+        self.w13 = linear(in_layout(hugepages.cat([ff.w1.weight, ff.w3.weight]), layouts.get("w13"))[0])  # (2·d_ff, d)
         self.w2 = linear(in_layout(ff.w2.weight, layouts.get("w2"))[0])  # shared with the plain model unless copied
 
     def forward(self, x):

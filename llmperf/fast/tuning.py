@@ -129,8 +129,8 @@ PRODUCTS, FEWEST_ROWS, THREADS, KERNEL, KERNEL_ROWS = ("several rows", "fewest r
 ("packed" or "plain", `choices.measured_products`), the fewest rows a batch step's products are given
 (`choices.measured_fewest_rows`), the threads OpenBLAS runs the step's products on (`choices.measured_threads`),
 where the batch-1 step runs ("BLAS": NumPy's code, its products in NumPy's BLAS; or `COMPILED`: the compiled step,
-`compiled_step`; `choices.measured_kernel`; "kernel" in results saved before the step was compiled whole), and the most rows a
-batch step's products run in the compiled kernel (`choices.measured_kernel_rows`)."""
+`compiled_step`; `choices.measured_kernel`; "kernel" in results saved before the step was compiled whole), and the
+most rows a batch step's products run in the compiled kernel (`choices.measured_kernel_rows`)."""
 
 COMPILED = "compiled"
 """The layout of every matrix when the step's products run in the compiled kernel (`kernel`): as it is, (out, in)."""
