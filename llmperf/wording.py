@@ -38,9 +38,10 @@ def speed_change(old_time: float, new_time: float, than: str) -> str:
 
 
 def duration(seconds: float) -> str:
-    """A time with a unit that suits it: 0.0385 -> "38.5 ms", 6.7e-05 -> "67 µs", 2.5 -> "2.50 s"."""
-    if seconds >= 1:
+    """A time with a unit that suits it: 0.0385 -> "38.5 ms", 6.7e-05 -> "67 µs", 2.5 -> "2.50 s". A time that
+    rounds up to the next unit takes it: 0.99999 s -> "1.00 s", not "1000.0 ms"."""
+    if round(seconds * 1e3, 1) >= 1000:
         return f"{seconds:.2f} s"
-    if seconds >= 1e-3:
+    if round(seconds * 1e6) >= 1000:
         return f"{seconds * 1e3:.1f} ms"
-    return f"{seconds * 1e6:.0f} µs" if seconds >= 1e-5 else f"{seconds * 1e6:.1f} µs"
+    return f"{seconds * 1e6:.0f} µs" if round(seconds * 1e6, 1) >= 10 else f"{seconds * 1e6:.1f} µs"

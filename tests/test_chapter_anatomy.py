@@ -263,10 +263,11 @@ def runs(tiny):
     r["sampling"] = anatomy.time_sampling(s, r["fixed"], repeat=2)
     r["half"] = anatomy.measure_half_precision(s, MACHINE.bandwidth, nbytes=1 << 20, repeat=1)
     r["vocab"] = anatomy.vocab_costs()
+    r["compiled"] = anatomy.time_compiled_step(s, r["account"])
     return r
 
 
-RECORDS = ("prediction", "profile", "account", "counts", "fixed", "replay", "sampling", "half", "vocab")
+RECORDS = ("prediction", "profile", "account", "counts", "fixed", "replay", "sampling", "half", "vocab", "compiled")
 
 
 @pytest.mark.parametrize("name", RECORDS)
@@ -384,6 +385,51 @@ def test_numpy_account_skipped_off_a_float32_cpu(runs):
     a.check()  # nothing to check
     assert figures.by_kind(a) is None
     json.dumps(dataclasses.asdict(a))
+
+
+def test_compiled_step_on_the_tiny_preset_and_by_hand(runs):
+    from llmperf.fast import compiled_step
+
+    c = runs["compiled"]
+    if compiled_step.why_not() is not None:
+        assert c.skipped == compiled_step.why_not()
+    else:
+        assert c.skipped is None and c.numpy_code > 0 and c.compiled > 0 and c.small > 0
+        assert c.difference <= 1e-4 * max(1.0, c.scale)
+        assert c.table().data["step"].tolist()[:2] == ["NumPy code, compiled products", "compiled whole"]
+    c.check()
+    hand = anatomy.CompiledStep(numpy_code=30e-3, compiled=27e-3, small=5e-3, difference=1e-5, scale=20.0)
+    hand.check()
+    assert hand.numbers()["compiled_text"].endswith("it saved 3.0 ms, 60 % of the 5.0 ms the stopwatch gave the "
+                                                    "small ops and the Python between them")
+    with pytest.raises(AssertionError):
+        dataclasses.replace(hand, difference=0.1).check()  # not the same logits
+    assert anatomy.closing_line(runs["replay"], hand_account(), hand).count("not run") == 1  # check 7 only
+
+
+@pytest.mark.parametrize("compiled, words", [
+    (31e-3, "compiling the small ops saved nothing here"), (30e-3, "compiling the small ops saved nothing here"),
+    (29e-3, "it saved 1.0 ms, 50 % of the 2.0 ms"),
+    (27e-3, "it saved 3.0 ms, more than the 2.0 ms the stopwatch gave the small ops and the Python between them, "
+            "so as NumPy calls they cost the step more than their own time")])
+def test_compiled_small_ops_wording(compiled, words):
+    text = anatomy.compiled_small_ops(30e-3, compiled, 2e-3)
+    assert text.startswith(f"Compiled whole, one call per layer, the step took {compiled * 1e3:.1f} ms against "
+                           "30.0 ms as NumPy code with the same compiled products: ") and words in text
+
+
+def test_compiled_step_skipped_where_it_cannot_run(runs, monkeypatch):
+    from llmperf.fast import compiled_step
+
+    half = runs["s"]._replace(dtype=torch.bfloat16)
+    c = anatomy.time_compiled_step(half, runs["account"])
+    assert "This run is bfloat16 on cpu" in c.skipped and "not measured" in c.table().to_html()
+    assert c.numbers()["compiled_text"] == c.skipped
+    c.check()
+    monkeypatch.setattr(compiled_step, "why_not", lambda: "Numba is not installed (pip install numba); ...")
+    c = anatomy.time_compiled_step(runs["s"], runs["account"])
+    assert c.skipped.startswith("Numba is not installed")
+    assert "check 10 not run: Numba is not installed" in anatomy.closing_line(runs["replay"], hand_account(), c)
 
 
 def test_fixed_cost_on_the_tiny_preset_and_by_hand(runs):

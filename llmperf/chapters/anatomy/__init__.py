@@ -10,6 +10,8 @@ What is where:
   `Profile`) and, for the fused NumPy step, by a stopwatch (`time_numpy_step` ->
   `NumpyAccount`); the ops per layer and their extrapolation to any depth
   (`count_ops` -> `OpCounts`);
+- `compiled`: on a processor, the fused step with its small ops compiled, against the same step as NumPy
+  code (`time_compiled_step` -> `CompiledStep`);
 - `timed`: whole steps without a profiler: one op's fixed cost and the plain
   against the fused step (`measure_fixed_cost` -> `FixedCost`), CUDA Graph and
   torch.compile replays (`replay_step` -> `Replay`, GPU only), sampling
@@ -29,8 +31,8 @@ order, each taking the records it needs from the ones before.
 """
 
 from .claims import (  # noqa: F401
-    batch_ops, fixed_costs, fused_ops, graph_result, half_precision, half_precision_choice, head_time_share,
-    launch_vs_bytes, launches_by_size, no_half_precision_choice, numpy_step_account, replayed_floor,
+    batch_ops, compiled_small_ops, fixed_costs, fused_ops, graph_result, half_precision, half_precision_choice,
+    head_time_share, launch_vs_bytes, launches_by_size, no_half_precision_choice, numpy_step_account, replayed_floor,
     roofline_multiple)
 from .labels import (  # noqa: F401
     clock_text, clock_word, kernels_text, launch_basis, no_half_precision, no_numpy_step, outside_label,
@@ -45,6 +47,7 @@ from .published import (  # noqa: F401
 from .shown import LayerCheck, busiest_ops, check_layer, quiet_stderr  # noqa: F401
 from .profiled import (  # noqa: F401
     NumpyAccount, OpCounts, Profile, StepSplit, count_ops, profile_step, time_numpy_step)
+from .compiled import CompiledStep, time_compiled_step  # noqa: F401
 from .timed import (  # noqa: F401
     FixedCost, HalfPrecision, Replay, Sampling, closing_line, measure_fixed_cost, measure_half_precision,
     replay_step, time_sampling)

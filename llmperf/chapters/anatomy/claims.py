@@ -182,6 +182,22 @@ def numpy_step_account(*, step: float, bandwidth_time: float, weights: float, we
             f"{_beyond(slow_attention, 'attention', 'its')}")
 
 
+def compiled_small_ops(numpy_code: float, compiled: float, small: float) -> str:
+    """The batch-1 step with compiled products as NumPy code (`numpy_code` seconds) against compiled whole
+    (`compiled`), set against `small`, the seconds the stopwatch gave the small ops and the Python between them."""
+    saved = numpy_code - compiled
+    text = (f"Compiled whole, one call per layer, the step took {duration(compiled)} against {duration(numpy_code)} "
+            "as NumPy code with the same compiled products")
+    if saved <= 0:
+        return f"{text}: compiling the small ops saved nothing here"
+    share = saved / small
+    if share > 1:
+        return (f"{text}: it saved {duration(saved)}, more than the {duration(small)} the stopwatch gave the small "
+                "ops and the Python between them, so as NumPy calls they cost the step more than their own time")
+    return (f"{text}: it saved {duration(saved)}, {100 * share:.0f} % of the {duration(small)} the stopwatch gave "
+            "the small ops and the Python between them")
+
+
 def half_precision(flags: dict[str, str], rates: dict[tuple[str, str], float], bandwidth: float,
                    nbytes: int = 512 << 20) -> str:
     """What this CPU offers for 2-byte weights (`device.cpu_half_precision`) and what the fastest one-row

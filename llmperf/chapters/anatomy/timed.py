@@ -273,7 +273,8 @@ def measure_half_precision(s, bandwidth: float, nbytes: int = 512 << 20, repeat:
     return HalfPrecision(cpu_half_precision(), rates, nbytes, bandwidth=bandwidth)
 
 
-def closing_line(replay: Replay, account) -> str:
+def closing_line(replay: Replay, account, compiled=None) -> str:
     """The last cell's line: every check passed, and which were not run here, and why."""
-    skipped = [f"check {n} not run: {r.skipped}" for n, r in ((7, replay), (8, account)) if r.skipped]
+    skipped = [f"check {n} not run: {r.skipped}" for n, r in ((7, replay), (8, account), (10, compiled))
+               if r is not None and r.skipped]
     return "All checks passed." + (f" ({'; '.join(skipped)}.)" if skipped else "")
