@@ -44,9 +44,11 @@ def caches(tiny, kind):
 
 
 @needs_step
-@pytest.mark.parametrize("kind", ["contiguous", "paged, in order", "paged, shuffled"])
-def test_the_compiled_step_gives_the_numpy_codes_logits_and_writes_the_same_cache(tiny, kind):
+@pytest.mark.parametrize("kind, at_once", [("contiguous", 4), ("contiguous", 1), ("paged, in order", 4),
+                                            ("paged, shuffled", 1)])
+def test_the_compiled_step_gives_the_numpy_codes_logits_and_writes_the_same_cache(tiny, kind, at_once):
     step = on_the_kernel(tiny).numpy_step
+    step.at_once = at_once  # the kernel's rows per pass: both ways, the same sums
     compiled, numpy = caches(tiny, kind)
     for pos in (0, 3, 4, 11, 19):  # a block's first and last positions, and the last one there is
         token = (7 * pos + 5) % tiny.cfg.vocab_size

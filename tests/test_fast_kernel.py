@@ -8,6 +8,8 @@ import torch
 
 from llmperf import generate
 from llmperf.fast import choices, fuse, kernel, tuning
+from llmperf.fast.fused import FusedTransformer
+from llmperf.fast.numpy_step import MATRICES
 from llmperf.fast.threads import ThreadCount
 from llmperf.generation import new_cache
 from tests.test_fast_tuning import faster
@@ -39,7 +41,8 @@ def test_the_compiled_products_equal_the_blas_within_float32_rounding(rows, cols
     w, x = matrix(rows, cols), matrix(1, cols, seed=1)[0]
     m = kernel.CompiledMatrix(w)
     assert within_rounding(w @ x, w, x)  # the BLAS's own product, for scale
-    assert within_rounding(x @ m, w, x) and within_rounding(m @ x, w, x)  # h @ W and W @ h: both W·h
+    for m.at_once in kernel.AT_ONCE:  # four rows a pass, or one
+        assert within_rounding(x @ m, w, x) and within_rounding(m @ x, w, x)  # h @ W and W @ h: both W·h
     for batch in (1, 2, 5):  # several rows, each weight read once for all of them
         xs = matrix(batch, cols, seed=2)
         assert within_rounding(m.rows(xs), w, xs)
@@ -48,9 +51,10 @@ def test_the_compiled_products_equal_the_blas_within_float32_rounding(rows, cols
 def test_the_loop_itself_is_the_kernel():
     """The Python function Numba compiles computes the product as written (run here uncompiled, on a small one)."""
     w, x = matrix(70, 9), matrix(1, 9, seed=1)[0]
-    out = np.empty(70, np.float32)
-    kernel.gemv(w, x, out)
-    assert within_rounding(out, w, x)
+    for at_once in kernel.AT_ONCE:
+        out = np.empty(70, np.float32)
+        kernel.gemv(w, x, out, at_once)
+        assert within_rounding(out, w, x)
     xs, outs = matrix(3, 9, seed=2), np.empty((3, 70), np.float32)
     kernel.gemm_rows(w, xs, outs)
     assert within_rounding(outs, w, xs)
@@ -92,6 +96,25 @@ def test_the_kernel_is_kept_only_where_it_measured_faster(tiny, monkeypatch):
     assert not fuse(tiny).numpy_step.compiled  # kept per host: not measured again
     monkeypatch.setattr(tuning, "host_key", lambda threads=None: "another processor | another BLAS | 2 threads")
     assert fuse(tiny).numpy_step.compiled  # another host measures again, and the kernel won there
+
+
+@needs_numba
+def test_the_rows_the_kernel_takes_at_once_are_measured_here_and_give_the_same_tokens(tiny, monkeypatch):
+    calls = []
+    monkeypatch.setattr(tuning, "time_in_step", faster("1 row", calls))
+    monkeypatch.setattr(choices, "measured_kernel", lambda *args: tuning.COMPILED)
+    fast = fuse(tiny)
+    assert fast.numpy_step.at_once == 1 and ["1 row", "4 rows"] in calls
+    assert tuning.saved_choice(tuning.AT_ONCE, choices.matrices(tiny)) == "1 row"
+    assert "kernel's rows at once: " in tuning.report() and "4 rows 2.00 ms, 1 row 1.00 ms" in tuning.report()
+    tokens = torch.randint(0, tiny.cfg.vocab_size, (1, 12), generator=torch.Generator().manual_seed(3))
+    assert torch.allclose(cached_logits(fast, tokens, 4), cached_logits(tiny, tokens, 4), atol=1e-5)
+    assert torch.equal(generate(fast, tokens, 10), generate(tiny, tokens, 10))
+    with pytest.raises(ValueError, match="1 or 4 rows at once|4 or 1 rows at once"):
+        fast.numpy_step.at_once = 3
+    blas_step = FusedTransformer(tiny, dict.fromkeys(MATRICES, "output-major")).numpy_step
+    with pytest.raises(ValueError, match="compiled=False"):
+        blas_step.at_once = 1
 
 
 def test_without_numba_the_step_keeps_the_blas_and_says_why(tiny, monkeypatch):

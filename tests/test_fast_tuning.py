@@ -4,7 +4,7 @@ this host, kept per host, and the model computes the same function whichever is 
 import pytest
 import torch
 
-from llmperf.fast import blas, fuse, numpy_step, packing, tuning
+from llmperf.fast import blas, fuse, kernel, numpy_step, packing, tuning
 from llmperf.fast.choices import matrices
 from llmperf.generation import new_cache
 from tests.test_model import cached_logits
@@ -20,10 +20,13 @@ def faster(winner: str, calls: list):
     2 ms, putting none of them in the step, and counts its calls. Thread counts (`choices.measured_threads`) are
     counted only if `winner` names one; otherwise every thread OpenBLAS starts is fastest, as a real measurement
     finds on most hosts. So is the kernel's measurement (`choices.measured_kernel`): unless `winner` is "BLAS" or
-    "compiled", the BLAS wins, so that the layouts chosen stay the step's."""
+    "compiled", the BLAS wins, so that the layouts chosen stay the step's; and the kernel's default rows at once win
+    (`choices.measured_at_once`) unless `winner` names rows ("1 row")."""
     def time_in_step(step, put_in_step, options, cache):
         if "thread" in next(iter(options)) and "thread" not in winner:
             return {w: 1e-3 if w == tuning.threads_name(blas.available_threads()) else 2e-3 for w in options}
+        if "row" in next(iter(options)) and "row" not in winner:  # the kernel's rows at once: its default wins
+            return {w: 1e-3 if w == tuning.rows_name(kernel.AT_ONCE[0]) else 2e-3 for w in options}
         if "BLAS" in options and winner not in options:
             return {w: 1e-3 if w == "BLAS" else 2e-3 for w in options}
         calls.append(sorted(options))

@@ -33,9 +33,10 @@ things keep the plain model in model.py well above that.
    bytes, read by every thread instead of one. `tuning` measures which wins.
 5. A library's gemv is not the roof either: tuned for every shape on every processor, it leaves some shapes
    off its fast path on a given host, and the layouts above choose only among what it offers. `kernel` holds
-   the product as a short loop that Numba compiles (each thread streams its own rows of W once), and
-   `choices.measured_kernel` times whole steps with the step's products all in it and all in the BLAS, in
-   turns, and keeps the faster on this host. All or none: the compiled loop runs on Numba's threads, and two
+   the product as a short loop that Numba compiles (each thread streams its own rows of W once, one row or
+   four per pass, whichever `choices.measured_at_once` finds faster here), and `choices.measured_kernel`
+   times whole steps with the step's products all in it and all in the BLAS, in turns, and keeps the faster
+   on this host. All or none: the compiled loop runs on Numba's threads, and two
    pools of threads in one step fight over the cores. Where the products run compiled, so does the rest of the
    step (`compiled_step`: one compiled call per layer): between two products that stream megabytes through
    the caches, a few dozen small NumPy calls find their own code and data evicted, each time. Without Numba

@@ -1,11 +1,12 @@
 """The fused model's host-dependent choices, each measured in the NumPy step itself and saved (`tuning`).
 
-Six choices, each made the first time a model of its shape runs on a host and saved for the next time:
+Seven choices, each made the first time a model of its shape runs on a host and saved for the next time:
 
     measured_threads      how many threads OpenBLAS runs the step's products on
     measured_layouts      how each kind of matrix (wqkv, wo, w13, w2, head) is stored for the step (`in_layout`)
     measured_kernel       whether the batch-1 step runs as NumPy code, its products in NumPy's BLAS (as laid
                           out), or compiled whole, its products in the compiled kernel (`compiled_step`)
+    measured_at_once      how many weight rows the compiled kernel takes in one pass (`kernel.AT_ONCE`)
     measured_products     whether products of several rows read weights packed once (`packing`) or run
                           PyTorch's own product
     measured_fewest_rows  the fewest rows a batch step's products are given (zero rows appended)
@@ -109,8 +110,9 @@ def measured_kernel(model: Transformer, build_step, layouts: dict[str, str]) -> 
         return "BLAS"
     chosen = tuning.saved_choice(tuning.KERNEL, shapes)
     if chosen is None:
-        compiled_step.why_not()  # compiled now (several seconds the first time), not inside a timed step
+        at_once = measured_at_once(model, build_step)  # the compiled step at its best here
         step, compiled = build_step(model, layouts), build_step(model, dict.fromkeys(layouts, tuning.COMPILED))
+        compiled.at_once = at_once
         options = {"BLAS": (False, {name: step.matrix(name) for name in MATRICES}),  # as `layouts` stored them
                    tuning.COMPILED: (True, {name: compiled.matrix(name) for name in MATRICES})}  # as they are
 
@@ -123,6 +125,29 @@ def measured_kernel(model: Transformer, build_step, layouts: dict[str, str]) -> 
         chosen = min(seconds, key=seconds.get)
         tuning.save_choice(tuning.KERNEL, shapes, chosen, seconds)
     return chosen
+
+
+@torch.no_grad()
+def measured_at_once(model: Transformer, build_step) -> int:
+    """How many weight rows the compiled kernel takes in one pass over x on this host (`kernel.AT_ONCE`): saved
+    from an earlier measurement, or measured now, whole compiled batch-1 steps of `build_step(model, layouts)` with
+    each, in turns, and saved. The products and everything else in the step are the same; only the order in which
+    the weights stream from memory differs."""
+    from ..generation import new_cache
+
+    shapes, options = matrices(model), {tuning.rows_name(n): n for n in kernel.AT_ONCE}
+    chosen = tuning.saved_choice(tuning.AT_ONCE, shapes)
+    if chosen not in options:  # not measured yet (or among other options)
+        compiled_step.why_not()  # compiled now (several seconds the first time), not inside a timed step
+        step = build_step(model, dict.fromkeys(MATRICES, tuning.COMPILED))
+
+        def put_in_step(rows):
+            step.at_once = rows
+
+        seconds = tuning.time_in_step(step, put_in_step, options, new_cache(model, 1, 32))
+        chosen = min(seconds, key=seconds.get)
+        tuning.save_choice(tuning.AT_ONCE, shapes, chosen, seconds)
+    return options[chosen]
 
 
 @torch.no_grad()

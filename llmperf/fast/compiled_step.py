@@ -98,15 +98,16 @@ def attention(qkv, k, v, table, bs, strides, layer_id, pos, n_heads, hd, scale, 
 
 @_jit()
 def layer(x, layer_id, norm1, wqkv, wo, norm2, w13, w2, k, v, table, bs, strides, pos, cos, sin_signed, eps,
-          scale, n_heads):
+          scale, n_heads, at_once):
     """One decoder layer for one token at position `pos`, x (d,) updated in place: attention with the cache's
     positions 0..pos (this token's key and value written first, at pos), then SwiGLU, each added to x. Weights
-    (out, in); k, v, table, bs and strides: the cache (`kv_cache.Blocks`)."""
+    (out, in), each product `at_once` rows per pass (`kernel.gemv`); k, v, table, bs and strides: the cache
+    (`kv_cache.Blocks`)."""
     d, hd = x.size, cos.shape[1] * 2
     n_kv_heads = (wqkv.shape[0] // hd - n_heads) // 2
     h, qkv = np.empty(d, np.float32), np.empty(wqkv.shape[0], np.float32)
     rms_norm(x, norm1, eps, h)
-    gemv(wqkv, h, qkv)  # ((H + 2·Hkv)·hd,): q, k and v heads
+    gemv(wqkv, h, qkv, at_once)  # ((H + 2·Hkv)·hd,): q, k and v heads
     rope(qkv, n_heads + n_kv_heads, cos, sin_signed)  # q and k rotated together
     for head in range(n_kv_heads):  # this token's key and value into the cache
         start, key = at(strides, table, bs, layer_id, pos, head), (n_heads + head) * hd
@@ -114,27 +115,27 @@ def layer(x, layer_id, norm1, wqkv, wo, norm2, w13, w2, k, v, table, bs, strides
         v[start:start + hd] = qkv[key + n_kv_heads * hd:key + (n_kv_heads + 1) * hd]
     y, out = np.empty(n_heads * hd, np.float32), np.empty(wo.shape[0], np.float32)
     attention(qkv, k, v, table, bs, strides, layer_id, pos, n_heads, hd, scale, y)
-    gemv(wo, y, out)  # (rows,): wo may carry zero rows, whose outputs are cut off
+    gemv(wo, y, out, at_once)  # (rows,): wo may carry zero rows, whose outputs are cut off
     for i in range(d):
         x[i] += out[i]
     rms_norm(x, norm2, eps, h)
     d_ff = w13.shape[0] // 2
     gate_up, act = np.empty(2 * d_ff, np.float32), np.empty(d_ff, np.float32)
-    gemv(w13, h, gate_up)  # (2·d_ff,): gate, then up
+    gemv(w13, h, gate_up, at_once)  # (2·d_ff,): gate, then up
     for i in range(d_ff):
         gate = gate_up[i]
         act[i] = gate / (1 + np.float32(math.exp(-gate))) * gate_up[d_ff + i]  # SiLU(gate) · up
-    gemv(w2, act, out[:d])
+    gemv(w2, act, out[:d], at_once)
     for i in range(d):
         x[i] += out[i]
 
 
 @_jit()
-def last(x, norm, head, eps):
+def last(x, norm, head, eps, at_once):
     """The logits (vocab,) of x (d,) after the last layer: the final norm, then the LM head (vocab, d)."""
     h, logits = np.empty(x.size, np.float32), np.empty(head.shape[0], np.float32)
     rms_norm(x, norm, eps, h)
-    gemv(head, h, logits)
+    gemv(head, h, logits, at_once)
     return logits
 
 
@@ -149,8 +150,8 @@ def decode(step, token: int, pos: int, cache) -> np.ndarray:
         for i, w in enumerate(step.layers):
             layer(x, i, w.attention_norm, w.wqkv.weight, w.wo.weight, w.ffn_norm, w.w13.weight, w.w2.weight,
                   blocks.k, blocks.v, blocks.table, blocks.block_size, blocks.strides, pos, cos, sin, eps,
-                  step.scale, step.cfg.n_heads)
-        return last(x, step.norm, step.head.weight, eps)
+                  step.scale, step.cfg.n_heads, step.at_once)
+        return last(x, step.norm, step.head.weight, eps, step.at_once)
 
 
 @functools.cache
@@ -166,8 +167,8 @@ def why_not() -> str | None:
         k, strides = np.zeros(4 * kv_heads * hd, np.float32), np.array([0, 0, kv_heads * hd, hd], np.int64)
         rotation = np.ones((2, hd // 2), np.float32)
         layer(x, 0, ones, wqkv, wo, ones, w13, w2, k, k.copy(), np.zeros(1, np.int64), 4, strides, 0, rotation,
-              rotation, 1e-5, 0.5, heads)
-        last(x, ones, wo, 1e-5)
+              rotation, 1e-5, 0.5, heads, kernel.AT_ONCE[0])
+        last(x, ones, wo, 1e-5, kernel.AT_ONCE[0])
         return None
     except Exception as error:  # LLVM or the threading layer failed on this machine: the step keeps NumPy's code
         return f"Numba could not compile the step here ({type(error).__name__}: {error})."

@@ -118,6 +118,8 @@ class FusedTransformer(Transformer):
         self.rope_cos, self.rope_sin = model.rope_cos, model.rope_sin
         compiled = bool(layouts) and set(layouts.values()) == {tuning.COMPILED}
         self.numpy_step = NumpyDecodeStep(self, compiled) if for_numpy else None
+        if compiled and threads is not None:  # chosen here, not given: the kernel's rows per pass too (saved)
+            self.numpy_step.at_once = choices.measured_at_once(model, numpy_step_of)
         if threads is not None:
             self.numpy_step.threads = threads  # its steps run OpenBLAS on them, whatever another model set
             if compiled or blas.can_limit_threads():  # and a batch-1 step on fewer or more while the load says so

@@ -42,15 +42,22 @@ ROWS_PER_BLOCK = 64
 SmolLM2's smallest matrix (576 rows) gives every thread of a small machine several blocks."""
 
 
-def gemv(w: np.ndarray, x: np.ndarray, out: np.ndarray) -> None:
-    """out = w @ x, for w (rows, cols) float32 and C-contiguous, x (cols,),
-    out (rows,): written in place. Four rows at a time: four sums in registers, one load of x for all four."""
+AT_ONCE = (4, 1)
+"""The weight rows `gemv` may take in one pass over x, the first the default. Four share each load of x among four
+sums; one reads each row as a single stream from memory. Which is faster depends on the processor's prefetchers,
+so the fused model measures both in whole steps on the reader's host (`choices.measured_at_once`)."""
+
+
+def gemv(w: np.ndarray, x: np.ndarray, out: np.ndarray, at_once: int) -> None:
+    """out = w @ x, for w (rows, cols) float32 and C-contiguous, x (cols,), out (rows,): written in place.
+    `at_once` rows in one pass over x (`AT_ONCE`): with 4, four sums in registers and one load of x for all four;
+    with 1, every row by the one-row loop at the end."""
     rows, cols = w.shape
     blocks = (rows + ROWS_PER_BLOCK - 1) // ROWS_PER_BLOCK
     for block in prange(blocks):  # the blocks, shared among the threads
         first = block * ROWS_PER_BLOCK
         last = min(rows, first + ROWS_PER_BLOCK)
-        fours = first + (last - first) // 4 * 4
+        fours = first + (last - first) // 4 * 4 if at_once == 4 else first
         for r in range(first, fours, 4):
             t0 = t1 = t2 = t3 = np.float32(0)
             for c in range(cols):  # one pass over rows r..r+3, vectorised
@@ -59,7 +66,7 @@ def gemv(w: np.ndarray, x: np.ndarray, out: np.ndarray) -> None:
                 t2 += w[r + 2, c] * x[c]
                 t3 += w[r + 3, c] * x[c]
             out[r], out[r + 1], out[r + 2], out[r + 3] = t0, t1, t2, t3
-        for r in range(fours, last):  # the block's last rows, if its rows are not a multiple of four
+        for r in range(fours, last):  # one row at a time: every row, or the block's last rows after the fours
             total = np.float32(0)
             for c in range(cols):
                 total += w[r, c] * x[c]
@@ -102,7 +109,7 @@ def _compiled():
         options = dict(parallel=True, fastmath=True, cache=True, nogil=True)
         kernels = {"gemv": numba.njit(**options)(gemv), "gemm_rows": numba.njit(**options)(gemm_rows)}
         w = np.ones((2, 3), np.float32)  # compile now, not inside a timed step
-        kernels["gemv"](w, np.ones(3, np.float32), np.empty(2, np.float32))
+        kernels["gemv"](w, np.ones(3, np.float32), np.empty(2, np.float32), AT_ONCE[0])
         kernels["gemm_rows"](w, np.ones((2, 3), np.float32), np.empty((2, 2), np.float32))
         return kernels
     except Exception as error:  # LLVM or the threading layer failed on this machine: say so, keep the BLAS
@@ -132,6 +139,16 @@ def threading_layer() -> str:
         return "none yet"
 
 
+def set_at_once(step, rows: int) -> None:
+    """Have every product of `step` (a `NumpyDecodeStep` whose products run compiled) take `rows` weight rows in
+    one pass (`AT_ONCE`)."""
+    if not step.compiled or rows not in AT_ONCE:
+        raise ValueError(f"The compiled kernel takes {' or '.join(map(str, AT_ONCE))} rows at once, in a step whose "
+                         f"products it runs (this one's: compiled={step.compiled}), not {rows}.")
+    for matrix in [step.head, *(m for layer in step.layers for m in (layer.wqkv, layer.wo, layer.w13, layer.w2))]:
+        matrix.at_once = rows
+
+
 _one_at_a_time = threading.Lock()
 """Held while the kernel runs: Numba's "workqueue" threads (its fallback where neither OpenMP nor TBB is found)
 abort the process if two Python threads launch parallel kernels at once (two servers in one notebook). Taking an
@@ -141,7 +158,8 @@ unheld lock costs well under a microsecond."""
 class CompiledMatrix:
     """A weight (out, in), float32, as the step multiplies it with the compiled kernel: `h @ m` and `m @ h` both
     give W·h, (out,), so the step's expressions are the same whichever way its weights are stored. (With
-    `__array_ufunc__ = None`, NumPy hands `h @ m` to `m.__rmatmul__`.) Holds the weight, not a copy."""
+    `__array_ufunc__ = None`, NumPy hands `h @ m` to `m.__rmatmul__`.) Holds the weight, not a copy, and the rows
+    `gemv` takes in one pass (`at_once`, one of `AT_ONCE`)."""
 
     __array_ufunc__ = None
 
@@ -153,11 +171,12 @@ class CompiledMatrix:
                              f"{weight.shape} (C-contiguous: {weight.flags.c_contiguous}).")
         self.weight = weight
         self.shape = weight.shape
+        self.at_once = AT_ONCE[0]
 
     def __matmul__(self, x: np.ndarray) -> np.ndarray:
         out = np.empty(self.shape[0], np.float32)
         with _one_at_a_time:
-            _compiled()["gemv"](self.weight, x, out)
+            _compiled()["gemv"](self.weight, x, out, self.at_once)
         return out
 
     __rmatmul__ = __matmul__

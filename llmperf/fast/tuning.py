@@ -123,14 +123,15 @@ def save_layouts(shapes: dict[str, tuple[int, int, bool]], layouts: dict[str, st
            for name, shape in shapes.items()})
 
 
-PRODUCTS, FEWEST_ROWS, THREADS, KERNEL, KERNEL_ROWS = ("several rows", "fewest rows", "threads", "batch-1 step",
-                                                      "kernel's most rows")
+PRODUCTS, FEWEST_ROWS, THREADS, KERNEL, KERNEL_ROWS, AT_ONCE = (
+    "several rows", "fewest rows", "threads", "batch-1 step", "kernel's most rows", "kernel's rows at once")
 """What `saved_choice` and `save_choice` read and write for a model's matrices: how products of several rows are run
 ("packed" or "plain", `choices.measured_products`), the fewest rows a batch step's products are given
 (`choices.measured_fewest_rows`), the threads OpenBLAS runs the step's products on (`choices.measured_threads`),
 where the batch-1 step runs ("BLAS": NumPy's code, its products in NumPy's BLAS; or `COMPILED`: the compiled step,
-`compiled_step`; `choices.measured_kernel`; "kernel" in results saved before the step was compiled whole), and the
-most rows a batch step's products run in the compiled kernel (`choices.measured_kernel_rows`)."""
+`compiled_step`; `choices.measured_kernel`; "kernel" in results saved before the step was compiled whole), the
+most rows a batch step's products run in the compiled kernel (`choices.measured_kernel_rows`), and the weight rows
+the compiled kernel takes in one pass (`choices.measured_at_once`)."""
 
 COMPILED = "compiled"
 """The layout of every matrix when the step's products run in the compiled kernel (`kernel`): as it is, (out, in)."""
@@ -146,6 +147,11 @@ def thread_counts(available: int) -> list[int]:
 def threads_name(threads: int) -> str:
     """A thread count as `report` prints it: "1 thread", "4 threads"."""
     return f"{threads} thread" + ("s" if threads != 1 else "")
+
+
+def rows_name(rows: int) -> str:
+    """A number of weight rows as `report` prints it: "1 row", "4 rows"."""
+    return f"{rows} row" + ("s" if rows != 1 else "")
 
 
 def choice_key(what: str, shapes: dict[str, tuple[int, int, bool]]) -> str:
