@@ -161,8 +161,14 @@ def kernel_choice(results: dict) -> str | None:
     what = "step" if whole else "step's products"
     where = ("NumPy's BLAS" if compiled >= blas else "the loops Numba compiles (`llmperf.fast.compiled_step`)"
              if whole else "the loop Numba compiles (`llmperf.fast.kernel`)")
-    return (f"The fused {what} ran in {where}, measured in whole steps on this machine: {compiled:.2f} ms "
+    said = (f"The fused {what} ran in {where}, measured in whole steps on this machine: {compiled:.2f} ms "
             f"a step compiled against {blas:.2f} ms in the BLAS.")
+    rows = [m for n, m in results["numpy_step_layouts"].items() if n.startswith("kernel's rows at once: ")]
+    if rows and compiled < blas:  # `fast.choices.measured_at_once`, one count for the model's products
+        seconds = rows[-1]["step seconds"]
+        said += (f" Its products took {rows[-1]['chosen'].replace('row', 'weight row')} per pass, measured the same "
+                 "way: " + ", ".join(f"{1e3 * t:.2f} ms with {name}" for name, t in seconds.items()) + ".")
+    return said
 
 
 # --- step anatomy ----------------------------------------------------------------------------------------------

@@ -167,7 +167,13 @@ def test_decode_sentences_for_the_fused_step_the_graph_and_the_roof():
     assert page.kernel_choice({"numpy_step_layouts": whole}) == (
         "The fused step ran in the loops Numba compiles (`llmperf.fast.compiled_step`), measured in whole steps on "
         "this machine: 18.00 ms a step compiled against 21.00 ms in the BLAS.")
+    whole["kernel's rows at once: wqkv 960x576"] = {"chosen": "1 row", "step seconds": {"4 rows": 0.02, "1 row": 0.018}}
+    assert page.kernel_choice({"numpy_step_layouts": whole}).endswith(
+        "in the BLAS. Its products took 1 weight row per pass, measured the same way: 20.00 ms with 4 rows, "
+        "18.00 ms with 1 row.")
     whole["batch-1 step: wqkv 960x576"]["step seconds"]["compiled"] = 0.022
+    assert page.kernel_choice({"numpy_step_layouts": whole}).endswith(  # the rows: only where the kernel ran
+        "against 21.00 ms in the BLAS.")
     assert page.kernel_choice({"numpy_step_layouts": whole}).startswith("The fused step ran in NumPy's BLAS")
     assert page.kernel_choice({"numpy_step_layouts": {"wqkv 960x576": {}}}) is None
     table = page.decode_table(decode(("llmperf fused", 20.0, {})))
