@@ -1,11 +1,11 @@
 """Chapter 5's last experiment on a processor: the fused step's small ops compiled away.
 
-`time_compiled_step` builds the fused model with every product in the compiled kernel (`llmperf.fast.kernel`) and
-times its batch-1 step two ways, in turns, after the stopwatch's cached tokens: as NumPy code
-(`NumpyDecodeStep.numpy_code`: those products, and the small ops between them as NumPy calls) and compiled whole
-(`llmperf.fast.compiled_step`: one Numba call per layer). The products are the same, so the difference is what the
-small ops and the Python between them cost as NumPy code. It also compares the two steps' logits. Where the step
-is not float32 on a processor, or Numba cannot compile here, it says why.
+`time_compiled_step` builds the fused model with every product in the compiled kernel (`llmperf.fast.kernel`, its
+rows per pass as measured here) and times its batch-1 step two ways, in turns, after the stopwatch's cached
+tokens: as NumPy code (`NumpyDecodeStep.numpy_code`: those products, and the small ops between them as NumPy
+calls) and compiled whole (`llmperf.fast.compiled_step`: one Numba call per layer). The products are the same, so
+the difference is what the small ops and the Python between them cost as NumPy code. It also compares the two
+steps' logits. Where the step is not float32 on a processor, or Numba cannot compile here, it says why.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import numpy as np
 import torch
 
 from ...device import dtype_name
-from ...fast import compiled_step, tuning
-from ...fast.fused import FusedTransformer
+from ...fast import choices, compiled_step, tuning
+from ...fast.fused import numpy_step_of
 from ...fast.numpy_step import MATRICES
 from ...generation import new_cache
 from ...timing import time_in_turns
@@ -73,7 +73,8 @@ def time_compiled_step(s, account: NumpyAccount) -> CompiledStep:
         return CompiledStep(skipped=labels.no_numpy_step(dtype_name(s.dtype), s.device.type))
     if compiled_step.why_not() is not None:
         return CompiledStep(skipped=compiled_step.why_not())
-    step = FusedTransformer(s.model, dict.fromkeys(MATRICES, tuning.COMPILED)).numpy_step
+    step = numpy_step_of(s.model, dict.fromkeys(MATRICES, tuning.COMPILED))
+    step.at_once = choices.measured_at_once(s.model, numpy_step_of)  # the kernel's rows per pass, as fuse runs it
     ctx, token = s.sizes.decode_context, 0
     caches = [new_cache(s.model, 1, ctx + 1) for _ in range(2)]
     ways = {WHOLE: lambda: step(token, ctx, caches[0]), NUMPY: lambda: step.numpy_code(token, ctx, caches[1])}
