@@ -163,11 +163,10 @@ def kernel_choice(results: dict) -> str | None:
              if whole else "the loop Numba compiles (`llmperf.fast.kernel`)")
     said = (f"The fused {what} ran in {where}, measured in whole steps on this machine: {compiled:.2f} ms "
             f"a step compiled against {blas:.2f} ms in the BLAS.")
-    rows = [m for n, m in results["numpy_step_layouts"].items() if n.startswith("kernel's rows at once: ")]
-    if rows and compiled < blas:  # `fast.choices.measured_at_once`, one count for the model's products
-        seconds = rows[-1]["step seconds"]
-        said += (f" Its products took {rows[-1]['chosen'].replace('row', 'weight row')} per pass, measured the same "
-                 "way: " + ", ".join(f"{1e3 * t:.2f} ms with {name}" for name, t in seconds.items()) + ".")
+    rows = whole and results["numpy_step_layouts"].get(name.replace("batch-1 step: ", "kernel's rows at once: "))
+    if rows and compiled < blas:  # `fast.choices.measured_at_once`, for the same model's products
+        said += (f" Its products took {rows['chosen'].replace('row', 'weight row')} per pass, measured the same "
+                 "way: " + ", ".join(f"{1e3 * t:.2f} ms with {n}" for n, t in rows["step seconds"].items()) + ".")
     return said
 
 

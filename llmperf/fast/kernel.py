@@ -44,7 +44,7 @@ SmolLM2's smallest matrix (576 rows) gives every thread of a small machine sever
 
 AT_ONCE = (4, 1)
 """The weight rows `gemv` may take in one pass over x, the first the default. Four share each load of x among four
-sums; one reads each row as a single stream from memory. Which is faster depends on the processor's prefetchers,
+sums; one reads each row as a single stream from memory. Which is faster differs from one processor to another,
 so the fused model measures both in whole steps on the reader's host (`choices.measured_at_once`)."""
 
 
@@ -139,13 +139,13 @@ def threading_layer() -> str:
         return "none yet"
 
 
-def set_at_once(step, rows: int) -> None:
-    """Have every product of `step` (a `NumpyDecodeStep` whose products run compiled) take `rows` weight rows in
-    one pass (`AT_ONCE`)."""
-    if not step.compiled or rows not in AT_ONCE:
+def set_at_once(matrices: list, rows: int, compiled: bool) -> None:
+    """Have every one of a step's `matrices` take `rows` weight rows in one pass (`AT_ONCE`): `CompiledMatrix`es,
+    where the step's products run `compiled`."""
+    if not compiled or rows not in AT_ONCE:
         raise ValueError(f"The compiled kernel takes {' or '.join(map(str, AT_ONCE))} rows at once, in a step whose "
-                         f"products it runs (this one's: compiled={step.compiled}), not {rows}.")
-    for matrix in [step.head, *(m for layer in step.layers for m in (layer.wqkv, layer.wo, layer.w13, layer.w2))]:
+                         f"products it runs (this one's: compiled={compiled}), not {rows}.")
+    for matrix in matrices:
         matrix.at_once = rows
 
 

@@ -116,8 +116,9 @@ class NumpyDecodeStep:
             raise ValueError(f"No matrix named {name!r}; the step multiplies {', '.join(MATRICES)}.")
         return [self.head] if name == "head" else [getattr(layer, name) for layer in self.layers]
 
-    at_once = property(lambda self: self.head.at_once, kernel.set_at_once, doc="The weight rows the compiled kernel "
-                       "takes in one pass (`kernel.AT_ONCE`), one count for every matrix of a compiled step.")
+    at_once = property(lambda self: self.head.at_once, lambda self, rows: kernel.set_at_once(
+        [m for name in MATRICES for m in self.matrix(name)], rows, self.compiled), doc="The weight rows the compiled "
+        "kernel takes in one pass (`kernel.AT_ONCE`), one count for every matrix of a compiled step.")
 
     def rms_norm(self, x: np.ndarray, weight: np.ndarray) -> np.ndarray:
         return x * np.float32(1 / math.sqrt(float(x @ x) / x.size + self.eps)) * weight

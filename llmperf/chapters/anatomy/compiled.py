@@ -22,7 +22,7 @@ from ...fast.numpy_step import MATRICES
 from ...generation import new_cache
 from ...timing import time_in_turns
 from . import claims, labels
-from .profiled import NumpyAccount
+from .profiled import SMALL_KINDS, NumpyAccount
 
 WHOLE, NUMPY = "compiled whole", "NumPy code"
 
@@ -80,7 +80,7 @@ def time_compiled_step(s, account: NumpyAccount) -> CompiledStep:
     ways = {WHOLE: lambda: step(token, ctx, caches[0]), NUMPY: lambda: step.numpy_code(token, ctx, caches[1])}
     times = time_in_turns(ways, rounds=3 * s.sizes.repeat, warmup=2)
     whole, numpy = step(token, ctx, caches[0]), step.numpy_code(token, ctx, caches[1])
-    small = account.seconds_of([k for k in account.kinds if k not in ("projections", "lm_head", "attention")])
+    small = account.seconds_of(SMALL_KINDS)
     return CompiledStep(numpy_code=float(times[NUMPY].median), compiled=float(times[WHOLE].median),
                         small=float(small + account.outside), difference=float(np.abs(whole - numpy).max()),
                         scale=float(np.abs(numpy).max()))

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ... import cost
-from ...cost import KIND_LABELS, LM_HEAD, OP_KINDS, PROJECTIONS
+from ...cost import ATTENTION, KIND_LABELS, LM_HEAD, OP_KINDS, PROJECTIONS
 from ...device import dtype_name
 from ...profiling import OpTime, StepProfile, forward_fn, numpy_step_times, op_counts, op_times
 from ...timing import time_calls
@@ -25,6 +25,7 @@ from .predicted import Prediction
 from .published import launch_floor
 
 WEIGHT_KINDS = (PROJECTIONS, LM_HEAD)  # the kinds that read weight matrices
+SMALL_KINDS = tuple(k for k in OP_KINDS if k not in WEIGHT_KINDS + (ATTENTION,))  # the small ops between them
 # Ops that return a view of their input: they change how its memory is read, move no data, launch no kernel.
 # (A reshape copies when the strides do not allow a view; in a decode step's (B, 1, H, hd) they always do.)
 VIEW_OPS = frozenset({"aten::view", "aten::transpose", "aten::chunk", "aten::split", "aten::select",
@@ -161,14 +162,13 @@ class NumpyAccount(StepSplit):
     def numbers(self) -> dict[str, object]:
         if self.skipped:
             return {"account_text": self.skipped, "stretches_per_layer": 0}
-        small = [k for k in OP_KINDS if k not in WEIGHT_KINDS + ("attention",)]
-        stretches = sum(self.kinds[k].ops for k in small)
+        stretches = sum(self.kinds[k].ops for k in SMALL_KINDS)
         return {"stretches_per_layer": stretches / self.n_layers, "account_text": claims.numpy_step_account(
             step=self.step, bandwidth_time=self.bandwidth_time, weights=self.seconds_of(WEIGHT_KINDS),
             weights_bandwidth_time=sum(self.kind_bytes[k] for k in WEIGHT_KINDS) / self.bandwidth,
             attention=self.kinds["attention"].seconds,
             attention_bandwidth_time=self.kind_bytes["attention"] / self.bandwidth,
-            small=self.seconds_of(small), small_stretches=stretches, between=self.outside)}
+            small=self.seconds_of(SMALL_KINDS), small_stretches=stretches, between=self.outside)}
 
     def table(self):
         """Per kind: timed stretches, time, bytes ÷ bandwidth, GB/s, % of the probe; then Python between the
