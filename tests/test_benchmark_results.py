@@ -6,6 +6,7 @@ by name, every committed file is valid, and each sentence the page can write is 
 import json
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -337,3 +338,38 @@ def test_the_ceilings_table_has_a_row_per_worker_count():
     table = page.TABLES["client_ceiling"](ceiling_rows(80.0, None))
     assert list(table.index) == [1, 2]
     assert list(table.loc[1]) == ["80", "72 to 88", "1,280", "2.50"] and table.loc[2, "chunks/s"] == "—"
+
+
+def spin(seconds: float) -> None:
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        pass
+
+
+def test_other_work_counts_the_cores_another_program_holds():
+    from llmperf import host
+
+    if host.busy_seconds(host.my_cpus()) is None or len(host.my_cpus()) < 2:
+        pytest.skip("needs Linux's /proc/stat and two CPUs: one for this test, one for the other program")
+    with host.OtherWork() as quiet:
+        spin(0.5)
+    if quiet.cores > 0.5:
+        pytest.skip(f"other work already holds {quiet.cores:.2f} cores here")
+    other = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.2)
+        with host.OtherWork() as loaded:
+            spin(0.5)
+    finally:
+        other.kill()
+        other.wait()
+    assert loaded.cores > quiet.cores + 0.5  # about one core more
+
+
+def test_other_work_is_none_where_there_is_no_proc_stat(monkeypatch):
+    from llmperf import host
+
+    monkeypatch.setattr(host, "busy_seconds", lambda cpus: None)
+    with host.OtherWork() as others:
+        pass
+    assert others.cores is None

@@ -230,3 +230,39 @@ def test_the_step_takes_a_matrix_by_its_name(tiny, monkeypatch):
     assert step.head is head
     with pytest.raises(ValueError, match="No matrix named 'ffn_norm'"):
         step.set_matrix("ffn_norm", arrays)
+
+
+def held(others: float, winner: str, calls: list):
+    """`faster(winner, calls)`, its timings measured while other work held `others` cores (`host.OtherWork`)."""
+    timed = faster(winner, calls)
+    return lambda *args: tuning.Timed(timed(*args), others)
+
+
+def test_a_choice_measured_while_other_work_held_a_core_is_used_but_not_saved(tiny, monkeypatch):
+    calls = []
+    monkeypatch.setattr(tuning, "time_in_step", held(1.0, "input-major", calls))
+    assert fuse(tiny).layers[0].attention.wqkv.weight.t().is_contiguous() and len(calls) == 5  # used
+    assert "wqkv 128x64" not in tuning._load().get(tuning.host_key(), {})  # not saved
+    assert "wqkv 128x64: input-major (step: input-major 1.00 ms, output-major 2.00 ms); not saved: other work " \
+           "held 1.00 cores" in tuning.report()
+    assert "held up to 1.00 of its cores" in tuning.unsaved_said()
+    monkeypatch.setattr(tuning, "time_in_step", held(0.0, "output-major", calls))
+    assert fuse(tiny).layers[0].attention.wqkv.weight.t().is_contiguous() and len(calls) == 5  # kept in this process
+    monkeypatch.setattr(tuning, "_unsaved", {})  # the next process: measured again, on a quiet host, and saved
+    assert fuse(tiny).layers[0].attention.wqkv.weight.is_contiguous() and len(calls) == 10
+    assert tuning._load()[tuning.host_key()]["wqkv 128x64"]["chosen"] == "output-major"
+    assert tuning.unsaved_said() is None and "not saved" not in tuning.report()
+
+
+def test_a_little_other_work_does_not_stop_a_choice_being_saved(tiny, monkeypatch):
+    monkeypatch.setattr(tuning, "time_in_step", held(tuning.QUIET, "input-major", []))
+    fuse(tiny)
+    assert tuning._load()[tuning.host_key()]["wqkv 128x64"]["chosen"] == "input-major"
+
+
+def test_the_kernel_rows_keep_the_busiest_of_their_measurements():
+    seconds = tuning.Timed()
+    seconds.add(tuning.Timed({"compiled": 1.0, "library": 2.0}, 0.1), "2 rows")
+    seconds.add(tuning.Timed({"compiled": 2.0, "library": 1.0}, None), "4 rows")
+    assert seconds == {"2 rows, compiled": 1.0, "2 rows, library": 2.0, "4 rows, compiled": 2.0,
+                       "4 rows, library": 1.0} and seconds.others == 0.1

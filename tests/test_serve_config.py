@@ -59,11 +59,12 @@ def test_the_command_line_refuses_bad_pool_settings_before_loading_the_model(cap
     assert message in capsys.readouterr().err
 
 
-def test_the_command_line_takes_vllms_names_and_the_old_ones(monkeypatch, tiny):
+def stub_command_line(monkeypatch, model, seen: dict):
+    """llmperf.serve's command line with `model` loaded and nothing served: the settings it resolves land in
+    seen["config"]. Returns its module."""
     from llmperf.serve import __main__ as cli
 
-    seen = {}
-    monkeypatch.setattr("llmperf.weights.load_smollm2", lambda device, dtype: (tiny, None))
+    monkeypatch.setattr("llmperf.weights.load_smollm2", lambda device, dtype: (model, None))
     monkeypatch.setattr(cli, "serve", lambda app, host, port: None)
 
     class App:  # what create_app's stand-in returns is printed through .state.config
@@ -77,9 +78,25 @@ def test_the_command_line_takes_vllms_names_and_the_old_ones(monkeypatch, tiny):
         return app
 
     monkeypatch.setattr(cli, "create_app", lambda model, tokenizer, config: app_with(config))
+    return cli
+
+
+def test_the_command_line_takes_vllms_names_and_the_old_ones(monkeypatch, tiny):
+    seen = {}
+    cli = stub_command_line(monkeypatch, tiny, seen)
     cli.main(["--plain", "--max-batch", "2", "--context", "64", "--block-size", "8", "--no-enable-prefix-caching"])
     c = seen["config"]
     assert (c.max_num_seqs, c.max_model_len, c.block_size, c.enable_prefix_caching, c.num_blocks) == (2, 64, 8, False,
                                                                                                       16)
     cli.main(["--plain", "--max-num-seqs", "3", "--max-model-len", "64", "--num-gpu-blocks-override", "9"])
     assert (seen["config"].max_num_seqs, seen["config"].num_blocks) == (3, 9)
+
+
+@pytest.mark.parametrize("unsaved", [None, "2 of this host's choices were measured while other work held ..."])
+def test_the_server_says_when_its_choices_were_measured_on_a_busy_host(monkeypatch, capsys, tiny, unsaved):
+    from llmperf.fast import tuning
+
+    cli = stub_command_line(monkeypatch, tiny, {})
+    monkeypatch.setattr(tuning, "unsaved_said", lambda: unsaved)
+    cli.main(["--plain", "--context", "64"])
+    assert ("Note: 2 of this host's choices" in capsys.readouterr().out) == (unsaved is not None)

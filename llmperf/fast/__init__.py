@@ -25,7 +25,8 @@ things keep the plain model in model.py well above that.
    (in, out), the kernel that adds rows; output-major, (out, in), the one that
    takes a dot product per output. Which streams a given shape faster depends
    on the processor, so `fuse` stores each matrix as this host multiplies it
-   fastest: measured in the step the first time, and saved per host (`tuning`).
+   fastest: measured in the step the first time, and saved per host if the host
+   was quiet meanwhile (`tuning`).
 4. Products too small to share. OpenBLAS gives a gemv of fewer than 460,800
    elements one thread (`OPENBLAS_ONE_THREAD_BELOW`), and one thread draws less
    of the memory's bandwidth than several. SmolLM2's wo (576 × 576) is one; it

@@ -233,7 +233,7 @@ def measured_kernel_rows(fused, candidates=(2, 4, 8)) -> int:
     and 0 without measuring where the batch-1 products do not run compiled)."""
     from ..generation import new_cache
 
-    step, rows, seconds = fused.numpy_step, 0, {}
+    step, rows, seconds = fused.numpy_step, 0, tuning.Timed()
     if not step.compiled:
         return 0
 
@@ -246,7 +246,7 @@ def measured_kernel_rows(fused, candidates=(2, 4, 8)) -> int:
 
         timed = tuning.time_in_step(batch_step, set_kernel_rows, {"compiled": batch, "library": 0},
                                     new_cache(fused, batch, 64))
-        seconds.update({f"{batch} rows, {how}": s for how, s in timed.items()})
+        seconds.add(timed, f"{batch} rows")
         if timed["compiled"] >= timed["library"]:
             break
         rows = batch

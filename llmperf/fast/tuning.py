@@ -32,8 +32,14 @@ then measured, and saved, for that count.
 The choices are saved in a JSON file (~/.cache/llmperf/numpy-step-layouts.json, or under $LLMPERF_CACHE_DIR), keyed
 by what they depend on: the processor's model name and its vector and matrix flags, NumPy's BLAS with its version
 (and the kernels $OPENBLAS_CORETYPE forces), OpenBLAS's thread count, and each matrix's shape. A new processor,
-BLAS, thread count or model measures again. `report` prints what was measured, for a benchmark. A choice measured
-while other work held a core (which can make fewer threads win) stays until the file is deleted.
+BLAS, thread count or model measures again. `report` prints what was measured, for a benchmark.
+
+A choice is saved only if it was measured on a quiet host. A thread that waits for a core holds up every product
+split among threads, and the waits differ between the options, so a timing made while another program (or a
+hypervisor's other guest) held a core can rank them the other way round, and a saved choice would outlast the load.
+`time_in_step` therefore also counts the cores other work held meanwhile (`host.OtherWork`); a choice measured
+while they exceeded `QUIET` is used by this process (`saved_choice` finds it) but not written to the file, and
+the next process measures it again. `unsaved_said` says so, for a server's banner or a benchmark.
 """
 
 from __future__ import annotations
@@ -44,7 +50,7 @@ import statistics
 import time
 from pathlib import Path
 
-from ..host import CPU_FLAGS, cpu_flags, cpu_name
+from ..host import CPU_FLAGS, OtherWork, cpu_flags, cpu_name
 from . import blas, kernel
 
 LAYOUTS = ("input-major", "output-major", "output-major, padded")
@@ -52,6 +58,30 @@ LAYOUTS = ("input-major", "output-major", "output-major, padded")
 OpenBLAS's one-thread line whose extra outputs the step cuts off (wo's)."""
 
 ROUNDS, STEPS = 4, 5  # per kind of matrix: rounds of STEPS timed steps for each layout, the layouts in turn
+
+QUIET = 0.25
+"""The most cores other work may hold, on average, while a choice is measured (`host.OtherWork`) for the choice
+to be saved: well under the one core that a single busy program holds."""
+
+
+class Timed(dict):
+    """What `time_in_step` measured: median seconds of a whole step by option, and `others`, the cores other work
+    held meanwhile (`host.OtherWork`; None where the kernel does not say)."""
+
+    def __init__(self, seconds=(), others: float | None = None):
+        super().__init__(seconds)
+        self.others = others
+
+    def add(self, timed: dict[str, float], label: str) -> None:
+        """Add `timed`'s options as "{label}, {option}", keeping the larger `others` where `timed` has one."""
+        self.update({f"{label}, {option}": s for option, s in timed.items()})
+        if getattr(timed, "others", None) is not None:
+            self.others = max(self.others or 0.0, timed.others)
+
+
+_unsaved: dict[tuple[str, str], dict[str, dict]] = {}
+"""{(cache file, host key): {record: ...}}: the choices this process measured while other work held more than
+`QUIET` cores, used with that file until the process exits and never written (`_save`)."""
 
 
 def host_key(threads: int | None = None) -> str:
@@ -74,6 +104,11 @@ def _load() -> dict:
         return json.loads(cache_file().read_text())
     except (OSError, ValueError):
         return {}  # no file yet, or one this version cannot read: measure again
+
+
+def _known(host: str) -> dict[str, dict]:
+    """Every choice this process can use for `host`: the file's, and those it measured but did not save."""
+    return {**_load().get(host, {}), **_unsaved.get((str(cache_file()), host), {})}
 
 
 def key(name: str, rows: int, cols: int, paddable: bool) -> str:
@@ -109,7 +144,7 @@ def first_guesses(shapes: dict[str, tuple[int, int, bool]]) -> dict[str, str]:
 def saved_layouts(shapes: dict[str, tuple[int, int, bool]]) -> dict[str, str] | None:
     """The layouts saved for this host and these matrices ({name: (rows, cols, paddable)}), or None if any is
     missing."""
-    here = _load().get(host_key(), {})
+    here = _known(host_key())
     names = {name: key(name, *shape) for name, shape in shapes.items()}
     if not all(k in here for k in names.values()):
         return None
@@ -160,9 +195,9 @@ def choice_key(what: str, shapes: dict[str, tuple[int, int, bool]]) -> str:
 
 
 def saved_choice(what: str, shapes: dict[str, tuple[int, int, bool]], threads: int | None = None):
-    """The choice `what` saved for this host (`host_key(threads)`) and these matrices, or None if not measured
-    yet."""
-    return _load().get(host_key(threads), {}).get(choice_key(what, shapes), {}).get("chosen")
+    """The choice `what` saved for this host (`host_key(threads)`) and these matrices (or measured by this process
+    on a busy host, `_unsaved`), or None if not measured yet."""
+    return _known(host_key(threads)).get(choice_key(what, shapes), {}).get("chosen")
 
 
 def save_choice(what: str, shapes: dict[str, tuple[int, int, bool]], chosen, seconds: dict[str, float],
@@ -173,8 +208,19 @@ def save_choice(what: str, shapes: dict[str, tuple[int, int, bool]], chosen, sec
 
 
 def _save(records: dict[str, dict], host: str | None = None) -> None:
+    """Write `records` ({record: {"chosen": ..., "step seconds": `Timed`}}) to the file, unless other work held more
+    than `QUIET` cores while one was measured: then keep them for this process only (`_unsaved`)."""
+    host = host or host_key()
+    timed = [r["step seconds"] for r in records.values() if isinstance(r.get("step seconds"), Timed)]
+    others = max((t.others or 0.0 for t in timed), default=0.0)
+    unsaved = _unsaved.setdefault((str(cache_file()), host), {})
+    if others > QUIET:
+        unsaved.update({name: {**r, "other work": round(others, 2)} for name, r in records.items()})
+        return
+    for name in records:
+        unsaved.pop(name, None)
     everything = _load()
-    everything.setdefault(host or host_key(), {}).update(records)
+    everything.setdefault(host, {}).update(records)
     try:
         cache_file().parent.mkdir(parents=True, exist_ok=True)
         cache_file().write_text(json.dumps(everything, indent=1))
@@ -182,26 +228,38 @@ def _save(records: dict[str, dict], host: str | None = None) -> None:
         pass
 
 
-def time_in_step(step, put_in_step, options: dict[str, object], cache) -> dict[str, float]:
+def time_in_step(step, put_in_step, options: dict[str, object], cache) -> Timed:
     """Median seconds of one whole decode step (`step(token, pos, cache)`) with each option in the step
-    (`put_in_step(options[name])`), by name; the options take turns for ROUNDS rounds of STEPS steps, and the
-    first step after each switch is not counted."""
+    (`put_in_step(options[name])`), by name, and the cores other work held meanwhile; the options take turns for
+    ROUNDS rounds of STEPS steps, and the first step after each switch is not counted."""
     times: dict[str, list[float]] = {name: [] for name in options}
-    for _ in range(ROUNDS):
-        for name, option in options.items():
-            put_in_step(option)
-            for i in range(STEPS + 1):
-                start = time.perf_counter()
-                step(1, 8 + i, cache)
-                if i:
-                    times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(t) for name, t in times.items()}
+    with OtherWork() as others:
+        for _ in range(ROUNDS):
+            for name, option in options.items():
+                put_in_step(option)
+                for i in range(STEPS + 1):
+                    start = time.perf_counter()
+                    step(1, 8 + i, cache)
+                    if i:
+                        times[name].append(time.perf_counter() - start)
+    return Timed({name: statistics.median(t) for name, t in times.items()}, others.cores)
 
 
 def timings() -> dict[str, dict]:
     """This host's choices and what they were measured at: {matrix: {"chosen": option, "step seconds": {option: s}}};
     the thread count first, saved under the threads OpenBLAS would start."""
-    return {**_load().get(host_key(blas.available_threads()), {}), **_load().get(host_key(), {})}
+    return {**_known(host_key(blas.available_threads())), **_known(host_key())}
+
+
+def unsaved_said() -> str | None:
+    """A sentence saying that this process measured choices while other work held cores, so they were not saved
+    and the next start measures them again; None if every choice it uses was measured on a quiet host."""
+    held = [r["other work"] for (file, _), records in _unsaved.items() if file == str(cache_file())
+            for r in records.values()]
+    if not held:
+        return None
+    return (f"{len(held)} of this host's choices were measured while other work held up to {max(held):.2f} of "
+            f"its cores, so they are used now but not saved, and the next start measures them again")
 
 
 def report() -> str:
@@ -209,7 +267,8 @@ def report() -> str:
     lines = [f"NumPy step layouts on {host_key()} (measured in the step here, kept in {cache_file()}):"]
     for matrix, seen in timings().items():
         said = ", ".join(f"{option} {s * 1e3:.2f} ms" for option, s in seen.get("step seconds", {}).items())
-        lines.append(f"  {matrix}: {seen['chosen']}" + (f" (step: {said})" if said else ""))
+        lines.append(f"  {matrix}: {seen['chosen']}" + (f" (step: {said})" if said else "")
+                     + (f"; not saved: other work held {seen['other work']:.2f} cores" if "other work" in seen else ""))
     if kernel.why_not() is not None:
         lines.append(f"  compiled kernel: not here. {kernel.why_not()}")
     return "\n".join(lines)

@@ -8,7 +8,7 @@ import sys
 from ..scheduler.scheduler import POLICIES
 from ..prefills import GPU_CHUNK, LARGE_GPU_CHUNK, PREFILL_CHUNK
 from . import __doc__ as DOC
-from ..fast import served
+from ..fast import served, tuning
 from .config import resolve
 from .server import create_app, serve
 from .worker import in_passing_thread
@@ -76,6 +76,8 @@ def main(argv=None) -> int:
     print(describe(device, DTYPES[args.dtype]))
     print(f"Serving smollm2-135m-instruct at http://{args.host}:{args.port}/v1 ({app.state.config.banner()}). "
           "Ctrl-C or SIGTERM stops.", flush=True)
+    if tuning.unsaved_said():  # the host was busy while the fused model measured its choices
+        print(f"Note: {tuning.unsaved_said()}.", flush=True)
     serve(app, host=args.host, port=args.port)
     print("Stopped.", flush=True)
     return 0
