@@ -100,12 +100,14 @@ def llama_server_binary() -> str | None:
 @contextmanager
 def running(command: list[str], port: int, name: str):
     """`command`, a server, started as a process of its own; waits for its /health on 127.0.0.1:`port` (up to
-    120 s), yields its API base URL, and stops it after."""
+    120 s), prints the notes it printed as it started (llmperf.serve's "Note: ..." lines: choices measured on a busy
+    host), yields its API base URL, and stops it after."""
     root = Path(__file__).resolve().parent.parent  # where `python -m llmperf.serve` finds llmperf
     # Its log goes to a file, not a pipe: a pipe nobody reads fills up, and a server that logs every request
-    # (llama-server does) then blocks on its next line, mid-run.
-    log = tempfile.TemporaryFile("w+")
-    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log, text=True, cwd=root)
+    # (llama-server does) then blocks on its next line, mid-run. Appending: the server writes at the end while
+    # this process reads from the start.
+    log = tempfile.TemporaryFile("a+")
+    proc = subprocess.Popen(command, stdout=log, stderr=log, text=True, cwd=root)
     try:
         deadline = time.time() + 120
         while True:
@@ -120,6 +122,10 @@ def running(command: list[str], port: int, name: str):
             if time.time() > deadline:
                 raise RuntimeError(f"{name} did not answer /health within 120 s")
             time.sleep(0.2)
+        log.seek(0)
+        for line in log.read().splitlines():
+            if line.startswith("Note:"):
+                print(f"{name}: {line}", flush=True)
         yield f"http://127.0.0.1:{port}/v1"
     finally:
         proc.terminate()

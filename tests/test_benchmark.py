@@ -5,6 +5,7 @@ import importlib.util
 import json
 import argparse
 import pathlib
+import sys
 
 import pytest
 import torch
@@ -207,6 +208,34 @@ def test_the_servers_take_turns_and_each_round_is_paired(monkeypatch):
     assert ratios == {1: [2.0, 2.2, 2.4], 4: [2.0, 2.2, 2.4]}  # each round's own pair
     assert [(r["policy"], r["concurrency"], r["output_tokens_per_s"]) for r in rows] == [
         ("continuous", 1, 11.0), ("continuous", 4, 11.0), ("llama-server", 1, 5.0), ("llama-server", 4, 5.0)]
+
+
+STUB_SERVER = """
+import http.server, sys
+print("Note: 3 of this host's choices were measured while other work held up to 1.00 of its cores.", flush=True)
+print("a line of its log", file=sys.stderr, flush=True)
+
+
+class Health(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Health).serve_forever()
+"""
+
+
+def test_a_server_started_for_the_benchmark_has_its_notes_printed(capsys):
+    serving = load_serving()
+    port = serving.free_port()
+    with serving.running([sys.executable, "-c", STUB_SERVER, str(port)], port, "stub") as url:
+        assert url == f"http://127.0.0.1:{port}/v1"
+    printed = capsys.readouterr().out
+    assert "stub: Note: 3 of this host's choices were measured" in printed and "a line of its log" not in printed
 
 
 @pytest.mark.parametrize("argv", [["--concurrency", "1,x"], ["--concurrency", "0"], ["--policies", "fifo"],
