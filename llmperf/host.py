@@ -38,17 +38,25 @@ def cpu_flags() -> set[str]:
         return set()
 
 
-def cpu_times() -> tuple[int, int] | None:
-    """(steal, total): all CPUs' time since boot in clock ticks, the part a hypervisor gave to other guests and the
-    whole, from the first line of Linux's /proc/stat; None where there is none (macOS, Windows) or it cannot be
-    read."""
+def stat_ticks() -> dict[str, list[int]] | None:
+    """Linux's /proc/stat CPU lines, {"cpu": all CPUs', "cpu0": the first's, ...}: each line's clock ticks since
+    boot, user nice system idle iowait irq softirq steal (guest time is counted in user already, so the guest
+    columns are left off). None where there is no /proc/stat (macOS, Windows) or it cannot be read."""
     try:
         with open("/proc/stat") as f:
-            fields = [int(v) for v in f.readline().split()[1:]]
+            return {name: [int(v) for v in fields[:8]] for name, *fields in map(str.split, f)
+                    if name.startswith("cpu")}
     except (OSError, ValueError):
         return None
-    # user nice system idle iowait irq softirq steal [guest guest_nice]: guest time is counted in user already
-    return (fields[7] if len(fields) > 7 else 0), sum(fields[:8])
+
+
+def cpu_times() -> tuple[int, int] | None:
+    """(steal, total): all CPUs' time since boot in clock ticks, the part a hypervisor gave to other guests and the
+    whole (`stat_ticks`' "cpu" line); None where there is none (macOS, Windows) or it cannot be read."""
+    ticks = (stat_ticks() or {}).get("cpu")
+    if ticks is None:
+        return None
+    return (ticks[7] if len(ticks) > 7 else 0), sum(ticks)
 
 
 class Steal:
@@ -73,21 +81,17 @@ class Steal:
 
 
 def busy_seconds(cpus: set[int]) -> float | None:
-    """Seconds the CPUs numbered `cpus` have spent on any work since boot, from Linux's per-CPU lines of /proc/stat:
-    all but idle and iowait, steal included (a hypervisor's other guests held the core). None where there is no
-    /proc/stat (macOS, Windows) or it cannot be read. Counted in clock ticks (`tick`), so exact to a tick or so."""
-    busy = 0
-    try:
-        with open("/proc/stat") as f:
-            for line in f:
-                name, *fields = line.split()
-                if name.startswith("cpu") and name[3:].isdigit() and int(name[3:]) in cpus:
-                    # user nice system idle iowait irq softirq steal [guest guest_nice]: guest counted in user
-                    ticks = [int(v) for v in fields[:8]]
-                    busy += sum(ticks) - ticks[3] - ticks[4]
-    except (OSError, ValueError, IndexError):
+    """Seconds the CPUs numbered `cpus` have spent on any work since boot, from `stat_ticks`' per-CPU lines: all but
+    idle and iowait, steal included (a hypervisor's other guests held the core). None where there is no /proc/stat
+    (macOS, Windows) or it cannot be read. Counted in clock ticks (`tick`), so exact to a tick or so."""
+    lines = stat_ticks()
+    if lines is None:
         return None
-    return busy * tick()
+    try:
+        busy = [sum(t) - t[3] - t[4] for name, t in lines.items() if name[3:].isdigit() and int(name[3:]) in cpus]
+    except IndexError:  # a line without the idle and iowait columns
+        return None
+    return sum(busy) * tick()
 
 
 def tick() -> float:

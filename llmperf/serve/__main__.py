@@ -76,8 +76,9 @@ def main(argv=None) -> int:
     print(describe(device, DTYPES[args.dtype]))
     print(f"Serving smollm2-135m-instruct at http://{args.host}:{args.port}/v1 ({app.state.config.banner()}). "
           "Ctrl-C or SIGTERM stops.", flush=True)
-    if tuning.unsaved_said():  # the host was busy while the fused model measured its choices
-        print(f"Note: {tuning.unsaved_said()}.", flush=True)
+    unsaved = tuning.unsaved_said()  # the host was busy while the fused model measured its choices
+    if unsaved:
+        print(f"Note: {unsaved}.", flush=True)
     serve(app, host=args.host, port=args.port)
     print("Stopped.", flush=True)
     return 0
