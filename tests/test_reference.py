@@ -4,6 +4,9 @@ reference beside this machine (figures with a reference series, tables with a re
 import contextlib
 import copy
 import json
+import pickle
+import subprocess
+import sys
 
 import matplotlib.pyplot as plt
 import pytest
@@ -29,16 +32,29 @@ def threads_kept():
         torch.set_num_threads(threads)
 
 
+JUPYTER = ("myst_nb", "IPython", "ipykernel", "jupyter_client", "nbformat", "nbclient", "jupyter_book")
+
+
 @pytest.fixture(scope="module")
-def tiny_run():
-    """Every chapter run once on the tiny preset: its live records, and the reference made of them."""
-    with threads_kept():
-        s, weights = runner.make_setup("cpu", preset="tiny")
-        live = {name: run(s) for name, run in runner.RUNS.items()}
-        ref = fileformat.empty("cpu", "Test CPU")
-        ref["probes"] = runner.probes(s)
-        ref["chapters"] = {name: runner.entry(name, s, weights, records, 1.0) for name, records in live.items()}
-    return live, ref
+def tiny_run(tmp_path_factory):
+    """Every chapter run once on the tiny preset by the command line, in a fresh Python that cannot import
+    Jupyter (a GPU machine has none): the chapters' live records, as `runner.RUNS` returned them to it, and the
+    reference it wrote, renamed "Test CPU"."""
+    where = tmp_path_factory.mktemp("tiny")
+    code = (f"import pickle, sys; sys.modules.update(dict.fromkeys({JUPYTER!r}))\n"  # importing one raises ImportError
+            "from llmperf.reference import runner\n"
+            "from llmperf.reference.__main__ import main\n"
+            "live = {}\n"
+            "for name, run in list(runner.RUNS.items()):\n"  # keep what each chapter's run returns
+            "    runner.RUNS[name] = lambda s, name=name, run=run: live.setdefault(name, run(s))\n"
+            f"code = main(['--preset', 'tiny', '--device', 'cpu', '--out', {str(where / 'r.json')!r}])\n"
+            f"pickle.dump(live, open({str(where / 'live.pickle')!r}, 'wb'))\n"
+            "sys.exit(code)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    ref = load(where / "r.json")
+    ref["device"]["name"] = "Test CPU"
+    return pickle.loads((where / "live.pickle").read_bytes()), ref
 
 
 def gpu_copy(ref):
@@ -333,18 +349,10 @@ def test_the_tokenizer_travels_as_a_file(smollm2, tmp_path, capsys):
         runner.make_setup("cpu", weights="pretty")
 
 
-def test_the_runner_needs_no_jupyter(tmp_path):
-    """A GPU machine has no Jupyter and no myst_nb: the whole run, every chapter, imports neither."""
-    import subprocess
-    import sys
-
-    blocked = ("myst_nb", "IPython", "ipykernel", "jupyter_client", "nbformat", "nbclient", "jupyter_book")
-    code = (f"import sys; sys.modules.update(dict.fromkeys({blocked!r}))\n"  # importing one raises ImportError
-            "from llmperf.reference.__main__ import main\n"
-            f"sys.exit(main(['--preset', 'tiny', '--device', 'cpu', '--out', {str(tmp_path / 'r.json')!r}]))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert set(load(tmp_path / "r.json")["chapters"]) == set(fileformat.CHAPTERS)
+def test_the_runner_needs_no_jupyter(tiny_run):
+    """A GPU machine has no Jupyter and no myst_nb: the whole run, every chapter, imports neither (`tiny_run`)."""
+    live, ref = tiny_run
+    assert set(live) == set(ref["chapters"]) == set(fileformat.CHAPTERS)
 
 
 def test_more_sentence_branches():
