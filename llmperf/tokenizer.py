@@ -45,6 +45,28 @@ def smollm2_gguf_path() -> str:
     return path
 
 
+def open_gguf(path=None):
+    """A `gguf.GGUFReader` of `path` (default: SmolLM2's bundled file), its metadata parsed and its tensors mapped.
+
+    The reader parses the metadata one value at a time, as slices of the file's bytes: for SmolLM2's 49,152
+    tokens and 48,900 merges, about 800,000 slices. It maps the file as a `numpy.memmap`, an ndarray subclass
+    whose every slice runs Python code of its own; the reader here keeps a plain ndarray view of the same
+    mapping instead, which holds the same bytes and makes opening the file about three times faster."""
+    import numpy as np
+    from gguf import GGUFReader
+
+    class PlainViewReader(GGUFReader):
+        @property
+        def data(self):
+            return self._bytes
+
+        @data.setter
+        def data(self, mapped):  # set once, by GGUFReader.__init__, to the file's numpy.memmap
+            self._bytes = mapped.view(np.ndarray)
+
+    return PlainViewReader(path or smollm2_gguf_path())
+
+
 class Tokenizer:
     """Text <-> token ids, plus the model's chat template."""
 
@@ -70,10 +92,10 @@ class Tokenizer:
     @classmethod
     def from_gguf(cls, source=None) -> "Tokenizer":
         """The tokenizer stored in a GGUF file's metadata: `source` is a `gguf.GGUFReader` already open, a path,
-        or None for SmolLM2's bundled file. (Opening the file parses all of its metadata: seconds.)"""
+        or None for SmolLM2's bundled file. (Opening the file parses all of its metadata: about a second.)"""
         from gguf import GGUFReader
 
-        reader = source if isinstance(source, GGUFReader) else GGUFReader(source or smollm2_gguf_path())
+        reader = source if isinstance(source, GGUFReader) else open_gguf(source)
 
         def field(key):
             return reader.fields[key].contents()

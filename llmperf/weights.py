@@ -23,7 +23,7 @@ from .cost import weight_bytes
 from . import hugepages
 from .device import check_dtype, dtype_name, free_memory_bytes, pick_device
 from .model import Transformer
-from .tokenizer import Tokenizer, smollm2_gguf_path
+from .tokenizer import Tokenizer, open_gguf, smollm2_gguf_path
 
 
 # GGUF tensor names -> our parameter names (per block, then global).
@@ -45,10 +45,9 @@ def _field(reader, key):
 
 def read_gguf(path: str | None = None):
     """(config, {name: float32 array in nn.Linear (out, in) layout}, tokenizer) from a GGUF file."""
-    from gguf import GGUFReader
     from gguf.quants import dequantize
 
-    reader = GGUFReader(path or smollm2_gguf_path())
+    reader = open_gguf(path)
     arch = _field(reader, "general.architecture")
     n_heads = _field(reader, f"{arch}.attention.head_count")
     d_model = _field(reader, f"{arch}.embedding_length")

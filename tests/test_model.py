@@ -125,3 +125,23 @@ def test_prompts_padded_at_the_end_prefill_as_each_alone(tiny):
             alone = new_cache(tiny, 1, n)
             assert torch.allclose(logits[b], prefill(tiny, tokens[b:b + 1, :n], alone)[0], atol=1e-5)
             assert torch.allclose(together.k[:, b, :, :n], alone.k[:, 0], atol=1e-6)
+
+
+def test_the_gguf_is_read_as_gguf_reads_it():
+    """open_gguf's reader (a plain view of the file's mapping) gives every metadata field and tensor exactly as
+    gguf's own GGUFReader does."""
+    import numpy as np
+    from gguf import GGUFReader
+
+    from llmperf.tokenizer import open_gguf, smollm2_gguf_path
+
+    ours, theirs = open_gguf(), GGUFReader(smollm2_gguf_path())
+    assert type(ours.data) is np.ndarray and isinstance(theirs.data, np.memmap)
+    assert list(ours.fields) == list(theirs.fields) and len(ours.tensors) == len(theirs.tensors) == 272
+    for key, field in theirs.fields.items():
+        mine = ours.fields[key]
+        assert (mine.types, mine.data, mine.offset) == (field.types, field.data, field.offset), key
+        assert all(np.array_equal(a, b) for a, b in zip(mine.parts, field.parts, strict=True)), key
+    for mine, tensor in zip(ours.tensors, theirs.tensors):
+        assert (mine.name, mine.tensor_type, list(mine.shape)) == (tensor.name, tensor.tensor_type, list(tensor.shape))
+        assert np.array_equal(mine.data, tensor.data), mine.name
