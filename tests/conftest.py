@@ -1,4 +1,4 @@
-"""Shared fixtures: the real SmolLM2 is loaded once per test session (about 5 s)."""
+"""Shared fixtures: the real SmolLM2 is loaded once per test session (about 3 s)."""
 
 import pytest
 import torch

@@ -164,7 +164,7 @@ def measure_latency_line(s: Setup, ingredients: Ingredients, new_tokens=None) ->
     step_fn = forward_fn(s.model, context=ingredients.prompt_len)
     fns = {n: (lambda n=n: generate(s.model, prompt, n)) for n in Ns}
     fns["steps"] = lambda: [step_fn() for _ in range(block)]
-    runs = time_in_turns(fns, rounds=2 * s.sizes.repeat, warmup=0, device=s.device, desc="generate N tokens")
+    runs = time_in_turns(fns, rounds=s.sizes.repeat, warmup=0, device=s.device, desc="generate N tokens")
     e2e = [runs[n].min for n in Ns]
     fit = linear_fit(Ns, e2e)
     cfg, P, extra, size = s.model.cfg, ingredients.prompt_len, Ns[-1] // 2, s.model.dtype.itemsize
