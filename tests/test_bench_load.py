@@ -89,6 +89,34 @@ def test_a_cap_holds_requests_in_the_client_and_keeps_them_out_of_ttft(server):
     assert achieved_rate(records) > 100  # all arrived within a few ms: far above any rate a server could keep
 
 
+def test_a_run_keeps_the_collector_off_the_objects_made_before_it(server, monkeypatch):
+    """While requests are sent, what existed before the run is frozen (out of the garbage collector's scans: a
+    full collection over a big heap would hold the event loop); afterwards it is given back, and a freeze made
+    by someone else is left as it was."""
+    import gc
+
+    from llmperf.bench import load
+
+    url, _ = server
+    seen, real_send = [], load.send
+
+    async def watched_send(*args, **kwargs):
+        seen.append(gc.get_freeze_count())
+        return await real_send(*args, **kwargs)
+
+    monkeypatch.setattr(load, "send", watched_send)
+    assert gc.get_freeze_count() == 0
+    records = asyncio.run(run(f"{url}/v1", NAME, [[1001]] * 3, 2, rate=50.0, show_progress=False))
+    assert all(r.ok for r in records) and len(seen) == 3 and min(seen) > 0
+    assert gc.get_freeze_count() == 0
+    gc.freeze()
+    try:
+        asyncio.run(run(f"{url}/v1", NAME, [[1001]], 2, concurrency=1, show_progress=False))
+        assert gc.get_freeze_count() > 0  # the caller's freeze, kept (unfrozen, the count would be 0)
+    finally:
+        gc.unfreeze()
+
+
 def test_the_achieved_rate_is_the_drawn_schedules(server):
     """At 25 requests/s the sender keeps to the schedule it drew: the arrivals' rate matches the drawn gaps',
     which is what a sender that fell behind (vLLM's once sent 183.5/s when asked for 200) would not show."""

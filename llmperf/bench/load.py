@@ -20,6 +20,8 @@ on first use (allocations, compiled kernels, caches). Whether the sender kept to
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
 import math
 import random
 import time
@@ -74,6 +76,27 @@ def achieved_rate(records: Sequence[RequestRecord]) -> float | None:
     return (len(arrivals) - 1) / span if span > 0 else math.inf
 
 
+@contextlib.asynccontextmanager
+async def earlier_objects_frozen():
+    """For the length of an `async with`, Python's garbage collector scans only the objects made inside it.
+
+    A process that holds millions of objects (a notebook that loaded a model, a long test session) takes a third
+    of a second or more for one full collection, and a collection can start at any allocation: in the middle of
+    a run it holds every send and every read on the event loop, and an open loop's requests leave late. So
+    the objects that exist when the run starts are moved out of the collector's reach (`gc.freeze`) and given
+    back to it when the run ends (`gc.unfreeze`); garbage made during the run is still collected. Where
+    something else has already frozen objects, they are left as they are.
+    """
+    ours = gc.get_freeze_count() == 0
+    if ours:
+        gc.freeze()
+    try:
+        yield
+    finally:
+        if ours:
+            gc.unfreeze()
+
+
 async def run(url: str, model: str, prompts: Sequence, max_tokens: "int | Sequence[int]", rate: float | None = None,
               concurrency: int | None = None, burstiness: float = 1.0, duration: float | None = None,
               chat: bool = False, timeout: float = 300.0, seed: int = 0, show_progress: bool = True,
@@ -92,7 +115,9 @@ async def run(url: str, model: str, prompts: Sequence, max_tokens: "int | Sequen
     as the connections are open; ValueError if that has passed by then.
 
     A prompt may be a `Conversation`: its turns then go one after another (`conversations.converse`), each
-    recorded; the rate and the cap count conversations, and the records come in the conversations' order."""
+    recorded; the rate and the cap count conversations, and the records come in the conversations' order.
+
+    While it runs, the garbage collector leaves alone the objects made before it (`earlier_objects_frozen`)."""
     if schedule is not None and (len(schedule) != len(prompts) or rate is not None):
         raise ValueError(f"A schedule gives each prompt its time instead of a rate: need one time per prompt and no "
                          f"rate; got {len(schedule)} times for {len(prompts)} prompts, rate {rate}.")
@@ -115,7 +140,8 @@ async def run(url: str, model: str, prompts: Sequence, max_tokens: "int | Sequen
     records: list[list[RequestRecord]] = [[] for _ in prompts]
     share, parts = part
     mine = range(share, len(prompts), parts)
-    async with httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=10.0), limits=limits) as client:
+    async with httpx.AsyncClient(timeout=httpx.Timeout(timeout, connect=10.0), limits=limits) as client, \
+            earlier_objects_frozen():
         await _connect(client, url, concurrency or 1)
         bar = progress(mine, label) if show_progress else None
         start = time.perf_counter()
