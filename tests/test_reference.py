@@ -48,7 +48,8 @@ def tiny_run(tmp_path_factory):
             "for name, run in list(runner.RUNS.items()):\n"  # keep what each chapter's run returns
             "    runner.RUNS[name] = lambda s, name=name, run=run: live.setdefault(name, run(s))\n"
             f"code = main(['--preset', 'tiny', '--device', 'cpu', '--out', {str(where / 'r.json')!r}])\n"
-            f"pickle.dump(live, open({str(where / 'live.pickle')!r}, 'wb'))\n"
+            f"with open({str(where / 'live.pickle')!r}, 'wb') as f:\n"
+            "    pickle.dump(live, f)\n"
             "sys.exit(code)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]

@@ -80,8 +80,8 @@ def achieved_rate(records: Sequence[RequestRecord]) -> float | None:
 async def earlier_objects_frozen():
     """For the length of an `async with`, Python's garbage collector scans only the objects made inside it.
 
-    A process that holds millions of objects (a notebook that loaded a model, a long test session) takes a third
-    of a second or more for one full collection, and a collection can start at any allocation: in the middle of
+    In a process that holds millions of objects (a notebook that loaded a model, a long test session) one full
+    collection takes a large part of a second, and a collection can start at any allocation: in the middle of
     a run it holds every send and every read on the event loop, and an open loop's requests leave late. So
     the objects that exist when the run starts are moved out of the collector's reach (`gc.freeze`) and given
     back to it when the run ends (`gc.unfreeze`); garbage made during the run is still collected. Where
