@@ -5,8 +5,9 @@ reads hundreds of megabytes of weights in order, once each, and so touches a new
 first read misses the TLB and waits for the page tables to be walked. Linux can back memory with 2 MiB pages
 instead (transparent huge pages), which the same stream crosses 512 times less often. It does so for an anonymous
 mapping that was advised to (madvise MADV_HUGEPAGE) before it was first written, where
-/sys/kernel/mm/transparent_hugepage/enabled says "madvise" or "always". A tensor from `torch.empty` gets this only
-where PyTorch was told before it loaded (THP_MEM_ALLOC_ENABLE=1), and even then only pages it has not used before.
+/sys/kernel/mm/transparent_hugepage/enabled says "madvise" or "always". A tensor from `torch.empty` gets this where
+PyTorch was told to before it loaded (THP_MEM_ALLOC_ENABLE=1), and otherwise only by chance: NumPy advises its own
+arrays of 4 MiB and more, and the C allocator may hand that memory on.
 
 `empty` allocates a CPU tensor in a fresh mapping so advised (`cat` and `contiguous` make their copies there);
 `materialize` gives a model's parameters one such
