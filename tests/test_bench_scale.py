@@ -129,9 +129,13 @@ def test_two_workers_send_the_schedule_on_one_clock(stub, tmp_path):
     gaps = arrival_gaps(RATE, N, seed=3)
     assert achieved_rate(records) == pytest.approx((N - 1) / sum(gaps[1:]), rel=0.05)
     # each request when the schedule says, on the parent's clock (in order, though two requests a fraction of a
-    # millisecond apart in the schedule, sent by two workers, may swap)
+    # millisecond apart in the schedule, sent by two workers, may swap). The schedule's start on that clock is
+    # read from every request, not from the first alone: on a 2-core VM the first requests after an idle moment
+    # leave late (20-80 ms here, where the same work took 2-3 times as long just after half a second idle), and
+    # the rest keep to the schedule.
     due = [sum(gaps[1:i + 1]) for i in range(N)]
-    late = sorted(abs((r.sent - records[0].sent) - d) for r, d in zip(records, due))
+    offsets = sorted(r.sent - d for r, d in zip(records, due))
+    late = sorted(abs(o - offsets[N // 2]) for o in offsets)
     assert late[N // 2] < 0.25 / RATE, f"the median request was {late[N // 2] * 1e3:.1f} ms off its time"
 
 

@@ -45,7 +45,12 @@ def test_a_rate_sweep_finds_the_known_capacity(rate_sweep):
     capacity = result.capacity.summary.request_throughput
     print(f"\n{slots} slots: capacity {capacity:.2f} requests/s measured, {slots / D:.2f} known")
     assert capacity == pytest.approx(slots / D, rel=0.1)
-    assert result.points[0].summary.request_throughput == pytest.approx(1 / D, rel=0.1)  # one at a time
+    synchronous = result.points[0]
+    spans = sorted((r.sent, r.ended or r.token_times[-1]) for r in synchronous.records)
+    assert all(start >= end for (_, end), (start, _) in zip(spans, spans[1:]))  # one at a time
+    # Never faster than one request per D; slower by what the client and server spend on each request besides the
+    # stub's waits (5-11 ms in 100 on the 2-core hosts here, more on a loaded one).
+    assert 0.75 / D <= synchronous.summary.request_throughput <= 1.01 / D
     rates = [p.rate for p in result.points[1:-1]]
     assert rates == sorted(rates) and result.points[0].summary.request_throughput < rates[0] < rates[-1] < capacity
     assert result.knee is not None and result.knee.label != "throughput"  # all at once only buys latency
