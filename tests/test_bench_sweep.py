@@ -89,7 +89,10 @@ def test_a_concurrency_sweep_puts_the_knee_at_the_slots():
     print(f"\nrequests/s at 1, 2, 4, 8 clients: {[round(s, 2) for s in served]}; median E2E (s): "
           f"{[round(e, 3) for e in e2e]}")
     assert result.knee.concurrency == 2  # two slots: a third client only waits
-    assert served[1] == pytest.approx(2 * served[0], rel=0.1) and served[3] == pytest.approx(served[1], rel=0.1)
+    assert served[1] == pytest.approx(2 * served[0], rel=0.1)  # each slot's idle moments between requests alike
+    # Eight clients keep both slots busy, two leave them idle while each client turns round: at least what two got,
+    # and never more than two slots serve.
+    assert 0.98 * served[1] <= served[3] <= 1.01 * 2 / D
     assert e2e[2] == pytest.approx(2 * e2e[1], rel=0.15)  # four clients on two slots: each waits one request
     assert e2e[3] > 1.5 * e2e[2]  # eight queue deeper still
 
