@@ -30,11 +30,32 @@ def _probe_sizes(device: torch.device) -> tuple[int, int]:
     return 256 << 20, 1024
 
 
+SQUARE_SECONDS = 0.05
+"""The longest one product of `measure_matmul`'s default square may take. A processor without 2-byte arithmetic
+(no AVX512-BF16, AMX or AVX512-FP16 on x86) runs a bfloat16 or float16 product about a thousand times slower than
+a float32 one: there a 1024-square product takes seconds, and the side stops growing well before it."""
+
+
+def square_side(device: torch.device, dtype: torch.dtype, largest: int, seconds: float = SQUARE_SECONDS) -> int:
+    """The side of the square product `measure_matmul` times by default: 256, doubled while it is below
+    `largest` and a product of the current side took at most `seconds` ÷ 8 (doubling the side multiplies the
+    FLOPs by 8). A fast kernel reaches `largest`; one computing an element at a time stops where a product
+    takes about `seconds`, and its rate, limited by arithmetic rather than memory, is the same at that size."""
+    side = min(256, largest)
+    while side < largest:
+        a = torch.ones(side, side, device=device, dtype=dtype)
+        if time_calls(lambda: a @ a, warmup=1, repeat=1, device=device).min * 8 > seconds:
+            break
+        side = min(2 * side, largest)
+    return side
+
+
 def measure_matmul(device: torch.device, dtype: torch.dtype, n: int | None = None, repeat: int = 10,
                    shape: tuple[int, int, int] | None = None) -> float:
     """FLOP/s of a matrix product in `dtype`: the best of `repeat` runs.
 
-    By default an n×n by n×n product, large enough to reach the device's peak.
+    By default an n×n by n×n product, large enough to reach the device's peak: n is the device's probe side
+    (`_probe_sizes`), or less where one product would take longer than `SQUARE_SECONDS` (`square_side`).
     `shape=(m, k, n)` times (m, k) @ (k, n) instead: a model's own products
     (rows = tokens, k and n = a weight matrix's sides) run below the square peak
     when they are small or thin, and a prediction for the model should use their rate.
@@ -45,7 +66,7 @@ def measure_matmul(device: torch.device, dtype: torch.dtype, n: int | None = Non
     """
     device = pick_device(device)
     if shape is None:
-        side = n or _probe_sizes(device)[1]
+        side = n or square_side(device, dtype, _probe_sizes(device)[1])
         shape = (side, side, side)
     m, k, n = shape
     if min(shape) < 1:

@@ -56,6 +56,23 @@ def test_probe_reports_the_best_run(monkeypatch):
     assert calls[-1] == 10  # ~10 repeats by default
 
 
+def test_the_square_grows_to_the_probe_side_unless_a_product_is_slow(monkeypatch):
+    """A product's time grows as side³; the side doubles from 256 while the next would still fit the budget."""
+    def product_at(flops_per_second):
+        def fake_time_calls(fn, warmup, repeat, device):
+            side = fn().shape[0]
+            return Timing((2 * side**3 / flops_per_second,))
+        return fake_time_calls
+
+    monkeypatch.setattr(hardware, "time_calls", product_at(300e9))  # a float32 kernel: 1024 takes 7 ms
+    assert hardware.square_side(torch.device("cpu"), torch.float32, 1024) == 1024
+    monkeypatch.setattr(hardware, "time_calls", product_at(1e9))  # an element at a time: 256 takes 34 ms
+    assert hardware.square_side(torch.device("cpu"), torch.bfloat16, 1024) == 256
+    monkeypatch.setattr(hardware, "time_calls", product_at(20e9))  # 512 takes 13 ms, 1024 would take 107
+    assert hardware.square_side(torch.device("cpu"), torch.bfloat16, 1024) == 512
+    assert hardware.square_side(torch.device("cpu"), torch.float32, 100) == 100  # never past the largest
+
+
 def test_roofline_of_a_decode_step_on_the_table():
     """Llama-3-8B at batch 1 on an H100: bandwidth-bound, 4.48 ms, 0.36 % of peak compute (with 2·N FLOPs)."""
     from llmperf import cost
