@@ -44,9 +44,9 @@ class RMSNorm(nn.Module):
 
 
 def rope_tables(head_dim: int, max_seq_len: int, theta: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos and sin of every (position, frequency) pair, each (max_seq_len, head_dim), float32."""
-    inv_freq = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)  # (hd/2,)
-    angles = torch.outer(torch.arange(max_seq_len, dtype=torch.float64), inv_freq)  # (T, hd/2)
+    """cos and sin of every (position, frequency) pair, each (max_seq_len, head_dim), float32, on the CPU."""
+    inv_freq = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.float64, device="cpu") / head_dim)  # (hd/2,)
+    angles = torch.outer(torch.arange(max_seq_len, dtype=torch.float64, device="cpu"), inv_freq)  # (T, hd/2)
     angles = torch.cat([angles, angles], dim=-1)  # (T, hd): rotate-half layout pairs i with i + hd/2
     return angles.cos().float(), angles.sin().float()
 
@@ -141,7 +141,9 @@ class Transformer(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.cfg = cfg
-        self.tok_embeddings = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        # Placeholder values, as weights.py fills every parameter: nn.Embedding's own normal draw would, on the meta
+        # device where weights.empty_model builds the tree, cost a second of PyTorch's imports on first use.
+        self.tok_embeddings = nn.Embedding.from_pretrained(torch.empty(cfg.vocab_size, cfg.d_model), freeze=False)
         self.layers = nn.ModuleList(TransformerBlock(cfg, i) for i in range(cfg.n_layers))
         self.norm = RMSNorm(cfg.d_model, cfg.norm_eps)
         self.output = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
