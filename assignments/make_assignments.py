@@ -22,10 +22,12 @@ solution notebook and fails if one does not pass.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import shutil
 import subprocess
 import sys
 import tempfile
+from importlib import metadata
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -49,7 +51,30 @@ def assign(name: str, out: Path, run_tests: bool = True) -> Path:
     done = subprocess.run(command, cwd=master.parent, capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"otter assign failed on {master.name}:\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
+    (result / STAMP).write_text(source_digest(name))
     return result
+
+
+STAMP = "source.sha256"
+"""The file in an assignment's output folder that names what `assign` made it from (`source_digest`)."""
+
+
+def source_digest(name: str) -> str:
+    """SHA-256 of what `otter assign` makes an assignment from: every file in its master's folder (names and
+    bytes), and Otter's version."""
+    digest = hashlib.sha256(f"otter-grader {metadata.version('otter-grader')}\n".encode())
+    folder = masters()[name].parent
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        digest.update(f"{path.relative_to(folder)}\n".encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def built(name: str, out: Path) -> Path | None:
+    """out/<name> where `assign` made it from the master folder as it is now (its stamp says so), else None: an
+    earlier build the tests can grade with instead of making their own."""
+    stamp = Path(out) / name / STAMP
+    return stamp.parent if stamp.is_file() and stamp.read_text() == source_digest(name) else None
 
 
 def autograder_zip(result: Path) -> Path:
