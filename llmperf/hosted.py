@@ -45,7 +45,9 @@ def commands(root: Path, python: str = sys.executable, have_torch: bool | None =
     Python has torch already, found out when None)."""
     if have_torch is None:
         have_torch = importlib.util.find_spec("torch") is not None
-    pip = [python, "-m", "pip", "install", "--quiet"]
+    # --no-compile: Python compiles a module's bytecode when it is first imported; pip would compile every module
+    # of every package it installs, most of which a chapter never imports
+    pip = [python, "-m", "pip", "install", "--quiet", "--no-compile"]
     requirements = (root / "requirements.txt").read_text(encoding="utf-8")
     pins = Path(tempfile.mkdtemp()) / "constraints.txt"
     pins.write_text(constraints(requirements), encoding="utf-8")
