@@ -32,8 +32,8 @@ def _probe_sizes(device: torch.device) -> tuple[int, int]:
 
 SQUARE_SECONDS = 0.2
 """The longest one product of `measure_matmul`'s default square may take. A processor without 2-byte arithmetic
-(no AVX512-BF16, AMX or AVX512-FP16 on x86) runs a bfloat16 or float16 product about a thousand times slower than
-a float32 one: there a 1024-square product takes seconds, and the side stops growing well before it."""
+(no AVX512-BF16, AMX or AVX512-FP16 on x86) computes a bfloat16 or float16 product one element at a time, hundreds
+of times slower than a float32 one: there a 1024-square product takes seconds, and the side stops growing before it."""
 
 
 def square_side(device: torch.device, dtype: torch.dtype, largest: int, seconds: float = SQUARE_SECONDS) -> int:

@@ -141,8 +141,8 @@ class Transformer(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.cfg = cfg
-        # Placeholder values, as weights.py fills every parameter: nn.Embedding's own normal draw would, on the meta
-        # device where weights.empty_model builds the tree, cost a second of PyTorch's imports on first use.
+        # Placeholder values, as weights.py fills every parameter: nn.Embedding's own normal draw, on the meta device
+        # where weights.empty_model builds the tree, runs PyTorch's Python reference ops, which import SymPy.
         self.tok_embeddings = nn.Embedding.from_pretrained(torch.empty(cfg.vocab_size, cfg.d_model), freeze=False)
         self.layers = nn.ModuleList(TransformerBlock(cfg, i) for i in range(cfg.n_layers))
         self.norm = RMSNorm(cfg.d_model, cfg.norm_eps)
