@@ -113,12 +113,11 @@ def main(argv=None) -> int:
     print(f"otter assign{'' if args.no_run_tests else ' (and the tests on the solutions)'}: {', '.join(names)} ...",
           flush=True)
     with ThreadPoolExecutor(workers) as pool:
-        results = list(pool.map(lambda name: assign(name, out, run_tests=not args.no_run_tests), names))
-    for name, result in zip(names, results):
-        print(f"{name}:")
-        pack(result / "student", downloads / name)
-        print(f"  student:    {result / 'student'}\n  autograder: {autograder_zip(result)}\n"
-              f"  download:   {downloads / name}.zip")
+        for name, result in zip(names, pool.map(lambda name: assign(name, out, run_tests=not args.no_run_tests),
+                                                names)):  # each reported as it is made, in order
+            pack(result / "student", downloads / name)
+            print(f"{name}:\n  student:    {result / 'student'}\n  autograder: {autograder_zip(result)}\n"
+                  f"  download:   {downloads / name}.zip", flush=True)
     return 0
 
 
